@@ -1,0 +1,46 @@
+"""LangGraph checkpoint savers that keep agent state in Amazon S3 with a DynamoDB index."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from langgraph_s3.errors import (
+    CheckpointConflictError,
+    CorruptObjectError,
+    InvalidConfigError,
+    MissingObjectError,
+    ObjectError,
+    S3SaverError,
+    SerializationError,
+    StorageNotFoundError,
+    ThreadExistsError,
+    UnsupportedFormatError,
+)
+from langgraph_s3.saver import S3Saver
+
+if TYPE_CHECKING:
+    from langgraph_s3.aio import AsyncS3Saver
+
+__all__ = [
+    "AsyncS3Saver",
+    "CheckpointConflictError",
+    "CorruptObjectError",
+    "InvalidConfigError",
+    "MissingObjectError",
+    "ObjectError",
+    "S3Saver",
+    "S3SaverError",
+    "SerializationError",
+    "StorageNotFoundError",
+    "ThreadExistsError",
+    "UnsupportedFormatError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # aioboto3 is an optional extra: import it only when the async saver is asked for.
+    if name == "AsyncS3Saver":
+        from langgraph_s3.aio import AsyncS3Saver
+
+        return AsyncS3Saver
+    raise AttributeError(f"module 'langgraph_s3' has no attribute {name!r}")

@@ -1,0 +1,67 @@
+"""Bounded, thread-safe caches.
+
+Content-addressed objects never change, so caching them is always safe; the only
+question is memory, which the byte bound answers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LRU(Generic[K, V]):
+    """Least-recently-used map bounded by entry count and by total ``size`` of values."""
+
+    def __init__(self, max_entries: int, max_bytes: int | None = None) -> None:
+        self._data: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._max_entries = max_entries
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is None:
+                return None
+            self._data.move_to_end(key)
+            return hit[0]
+
+    def __contains__(self, key: K) -> bool:
+        with self._lock:
+            return key in self._data
+
+    def put(self, key: K, value: V, size: int = 0) -> None:
+        if self._max_bytes is not None and size > self._max_bytes:
+            return
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._data[key] = (value, size)
+            self._bytes += size
+            while len(self._data) > self._max_entries or (
+                self._max_bytes is not None and self._bytes > self._max_bytes
+            ):
+                _, (_, evicted) = self._data.popitem(last=False)
+                self._bytes -= evicted
+
+    def discard(self, predicate: Callable[[K], bool]) -> None:
+        """Drop every key for which ``predicate`` is true (after a thread is deleted)."""
+        with self._lock:
+            for key in [k for k in self._data if predicate(k)]:
+                self._bytes -= self._data.pop(key)[1]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes

@@ -1,0 +1,82 @@
+"""Every error the saver raises on purpose, under one base class.
+
+The classes say whether retrying can help: a conflict or a replication lag may
+pass, a corrupt object or bad input will not.
+"""
+
+from __future__ import annotations
+
+
+class S3SaverError(Exception):
+    """Base class of every error raised by langgraph-s3."""
+
+
+class InvalidConfigError(S3SaverError, ValueError):
+    """A config, id or option is missing or malformed. Fix the input; do not retry."""
+
+
+class StorageNotFoundError(S3SaverError):
+    """The bucket or the table does not exist.
+
+    Run ``saver.setup()`` (development and tests) or deploy ``infra/storage.yaml``.
+    """
+
+
+class ObjectError(S3SaverError):
+    """A stored object could not be used. ``key`` names it."""
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class MissingObjectError(ObjectError):
+    """The index references an object that is not in the bucket.
+
+    In a single region this means the object was deleted behind the saver's back;
+    in a replica region it may simply not have been replicated yet.
+    """
+
+
+class CorruptObjectError(ObjectError):
+    """A stored object is truncated, altered, or not in the expected shape."""
+
+
+class UnsupportedFormatError(ObjectError):
+    """An object was written by a newer format version than this library reads.
+
+    Upgrade langgraph-s3.
+    """
+
+
+class SerializationError(S3SaverError):
+    """The serializer refused a value or metadata; the message names the channel or key."""
+
+
+class CheckpointConflictError(S3SaverError):
+    """Another writer committed a checkpoint on this thread first.
+
+    Raised when two runs continue the same thread from the same latest checkpoint
+    at the same time (a duplicated webhook, a retried Lambda). This run committed
+    nothing. Reload the thread (``graph.get_state(config)``) and decide whether to
+    continue from the new latest checkpoint; retrying blindly would repeat the work.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str,
+        checkpoint_ns: str,
+        expected: str | None,
+        actual: str | None,
+    ) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.expected = expected
+        self.actual = actual
+
+
+class ThreadExistsError(S3SaverError):
+    """``copy_thread`` was asked to copy onto a thread that already has checkpoints."""

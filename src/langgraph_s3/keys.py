@@ -1,0 +1,132 @@
+"""Key layout: where every object and index item lives.
+
+The layout is documented in ``docs/layout.md``; keep the two in step.
+
+Every id that reaches a key goes through :func:`encode_segment`, which maps any
+string to a non-empty segment made only of ``[A-Za-z0-9_:%~-]``:
+
+* ids of up to 128 encoded characters are percent-encoded (UTF-8), keeping
+  ``A-Z a-z 0-9 - _ :`` as they are; ``.``, ``/``, ``#``, ``%``, ``~`` and
+  everything else become ``%XX``, so no segment is ``.`` or ``..`` and none can
+  contain a separator;
+* the empty string becomes ``~``;
+* longer ids become ``~`` followed by the SHA-256 of their UTF-8 bytes, which
+  keeps S3 keys under 1024 bytes and DynamoDB sort keys under 1024 bytes.
+
+Segments that start with ``~`` are never produced by percent-encoding (``~``
+itself is escaped), so the three forms cannot collide. The raw ids are always
+stored inside the objects and items as well, so nothing depends on decoding a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import string
+from dataclasses import dataclass
+
+from langgraph_s3.errors import InvalidConfigError
+
+_SAFE = frozenset(string.ascii_letters + string.digits + "-_:")
+_MAX_PLAIN = 128
+# Checkpoint ids are kept verbatim because their string order is the history order
+# (LangGraph's uuid6 ids sort by time); only characters that need no escaping are
+# accepted so the stored order is exactly Python's string order.
+_CHECKPOINT_ID = re.compile(r"[A-Za-z0-9_:-]{1,128}")
+MAX_PREFIX_BYTES = 512
+
+
+def encode_segment(value: str) -> str:
+    """Encode one id so it is a single, collision-free key segment."""
+    if value == "":
+        return "~"
+    out: list[str] = []
+    for ch in value:
+        if ch in _SAFE:
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+    encoded = "".join(out)
+    if len(encoded) > _MAX_PLAIN:
+        return "~" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    return encoded
+
+
+def check_checkpoint_id(checkpoint_id: object) -> str:
+    """Return ``checkpoint_id`` if it can be stored verbatim, else raise."""
+    if not isinstance(checkpoint_id, str) or not _CHECKPOINT_ID.fullmatch(checkpoint_id):
+        raise InvalidConfigError(
+            f"checkpoint_id {checkpoint_id!r} is not supported: use 1-128 characters from "
+            "A-Z a-z 0-9 - _ : (LangGraph's own uuid6 ids always qualify)"
+        )
+    return checkpoint_id
+
+
+def normalize_prefix(prefix: str) -> str:
+    """Return ``prefix`` ending in ``/`` (or empty), after checking it."""
+    if not isinstance(prefix, str):
+        raise InvalidConfigError(f"prefix must be a string, got {type(prefix).__name__}")
+    prefix = prefix.lstrip("/")
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    if len(prefix.encode("utf-8")) > MAX_PREFIX_BYTES:
+        raise InvalidConfigError(f"prefix is longer than {MAX_PREFIX_BYTES} bytes")
+    if any(ch in prefix for ch in "#\x00") or "//" in prefix:
+        raise InvalidConfigError(f"prefix {prefix!r} must not contain '#', NUL or '//'")
+    return prefix
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Builds every S3 key and DynamoDB key the saver uses."""
+
+    prefix: str = ""
+
+    # --- S3 -----------------------------------------------------------------
+    def thread_prefix(self, thread_id: str) -> str:
+        """The folder holding every object of one thread."""
+        return f"{self.prefix}{encode_segment(thread_id)}/"
+
+    def checkpoint_key(self, thread_id: str, ns: str, checkpoint_id: str, digest: str) -> str:
+        """Checkpoint objects are immutable: the digest makes a re-put a new object."""
+        return (
+            f"{self.thread_prefix(thread_id)}c/{encode_segment(ns)}/"
+            f"{checkpoint_id}.{digest[:32]}"
+        )
+
+    def blob_key(self, thread_id: str, digest: str) -> str:
+        """Content-addressed value (or chunk of a value), shared by the whole thread."""
+        return f"{self.thread_prefix(thread_id)}b/{digest}"
+
+    def blob_prefix(self, thread_id: str) -> str:
+        return f"{self.thread_prefix(thread_id)}b/"
+
+    # --- DynamoDB ---------------------------------------------------------------
+    def pk(self, thread_id: str) -> str:
+        """Partition key: all items of one thread share it (prefix included)."""
+        return f"{self.prefix}{encode_segment(thread_id)}"
+
+    def owns_pk(self, pk: str) -> bool:
+        """True if ``pk`` is a thread of this prefix (not of a longer, nested prefix)."""
+        return pk.startswith(self.prefix) and "/" not in pk[len(self.prefix) :]
+
+    @staticmethod
+    def ns_prefix_sk(ns: str) -> str:
+        return f"c#{encode_segment(ns)}#"
+
+    @staticmethod
+    def checkpoint_sk(ns: str, checkpoint_id: str) -> str:
+        return f"c#{encode_segment(ns)}#{checkpoint_id}"
+
+    @staticmethod
+    def writes_sk(ns: str, checkpoint_id: str, task_id: str) -> str:
+        return f"c#{encode_segment(ns)}#{checkpoint_id}#w#{encode_segment(task_id)}"
+
+    @staticmethod
+    def writes_upper_sk(ns: str, checkpoint_id: str) -> str:
+        """Sorts after every writes item of the checkpoint and before any other checkpoint."""
+        return f"c#{encode_segment(ns)}#{checkpoint_id}#x"
+
+    @staticmethod
+    def head_sk(ns: str) -> str:
+        return f"h#{encode_segment(ns)}"

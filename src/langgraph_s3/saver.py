@@ -1,0 +1,456 @@
+"""``S3Saver``: the synchronous saver, a thin boto3 shell over the shared protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_s3.errors import InvalidConfigError
+from langgraph_s3.operations import (
+    Ddb,
+    DdbFailure,
+    ListPage,
+    S3Copy,
+    S3Delete,
+    S3Get,
+    S3List,
+    S3Put,
+    Sleep,
+    error_code,
+    is_missing_key,
+    translate,
+)
+from langgraph_s3.protocol import (
+    DEFAULT_INLINE_THRESHOLD,
+    CreateBucket,
+    Emit,
+    Flow,
+    SaverCore,
+    T,
+)
+
+
+def parse_conn_string(conn_string: str) -> dict[str, Any]:
+    """Parse ``s3://bucket/prefix?table=t&region=r&endpoint_url=u`` into saver arguments."""
+    url = urlparse(conn_string)
+    if url.scheme != "s3" or not url.netloc:
+        raise InvalidConfigError(
+            f"connection string {conn_string!r} must look like "
+            "'s3://bucket/optional/prefix?table=my-table&region=us-east-1'"
+        )
+    query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+    unknown = set(query) - {"table", "region", "endpoint_url", "compression_level"}
+    if unknown:
+        raise InvalidConfigError(f"unknown connection string option(s): {sorted(unknown)}")
+    if "table" not in query:
+        raise InvalidConfigError(f"connection string {conn_string!r} needs '?table=...'")
+    args: dict[str, Any] = {
+        "bucket": url.netloc,
+        "prefix": url.path.lstrip("/"),
+        "table": query["table"],
+        "region_name": query.get("region"),
+        "endpoint_url": query.get("endpoint_url"),
+    }
+    if "compression_level" in query:
+        try:
+            args["compression_level"] = int(query["compression_level"])
+        except ValueError as exc:
+            raise InvalidConfigError("compression_level must be an integer") from exc
+    return args
+
+
+class S3Saver(SaverCore):
+    """A LangGraph checkpointer that stores threads in S3 with a DynamoDB index.
+
+    Drop-in for ``InMemorySaver``: pass it as ``checkpointer=`` to
+    ``StateGraph.compile``. Constructing it makes no AWS request; call
+    :meth:`setup` once to create the bucket and table in development.
+
+    Args:
+        bucket: S3 bucket holding checkpoint objects and value blobs.
+        table: DynamoDB table holding the index (see ``infra/storage.yaml``).
+        prefix: Key prefix inside the bucket (and inside the table's partition keys),
+            so several applications can share one bucket and table.
+        s3_client: A boto3 S3 client to use as it is.
+        dynamodb_client: A boto3 DynamoDB client to use as it is.
+        region_name: Region for clients the saver creates itself.
+        endpoint_url: Endpoint for clients the saver creates itself (moto, LocalStack).
+        serde: Serializer for values and metadata; pickle fallback is refused.
+        compression_level: zstd level for objects (1-22; 3 is fast and compact).
+        inline_threshold: Values whose serialized size is at most this many bytes are
+            kept inside the checkpoint object instead of a blob of their own.
+        max_concurrency: Most requests in flight at once for one call.
+        cache_bytes: Memory bound for the cache of content-addressed objects.
+        conflict_window: Seconds for which a read of the latest checkpoint guards the
+            next write against a concurrent writer (see ``docs/concurrency.md``).
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        table: str,
+        prefix: str = "",
+        s3_client: Any = None,
+        dynamodb_client: Any = None,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        serde: SerializerProtocol | None = None,
+        compression_level: int = 3,
+        *,
+        inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+        max_concurrency: int = 16,
+        cache_bytes: int = 64 * 1024 * 1024,
+        conflict_window: float = 900.0,
+    ) -> None:
+        super().__init__(
+            bucket=bucket,
+            table=table,
+            prefix=prefix,
+            serde=serde,
+            compression_level=compression_level,
+            inline_threshold=inline_threshold,
+            max_concurrency=max_concurrency,
+            cache_bytes=cache_bytes,
+            conflict_window=conflict_window,
+        )
+        self.region_name = region_name
+        self.endpoint_url = endpoint_url
+        self._s3 = s3_client
+        self._ddb = dynamodb_client
+        self._clients_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    # ----------------------------------------------------------- construction
+    @classmethod
+    @contextmanager
+    def from_conn_string(cls, conn_string: str, **kwargs: Any) -> Iterator[S3Saver]:
+        """Create a saver from ``s3://bucket/prefix?table=t&region=r``; closes its clients.
+
+        Args:
+            conn_string: ``s3://BUCKET[/PREFIX]?table=TABLE[&region=R][&endpoint_url=U]``.
+            **kwargs: Further ``S3Saver`` arguments.
+        """
+        saver = cls(**{**parse_conn_string(conn_string), **kwargs})
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    def close(self) -> None:
+        """Close the clients this saver created and its thread pool."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    def _clients(self) -> tuple[Any, Any]:
+        if self._s3 is None or self._ddb is None:
+            with self._clients_lock:
+                if self._s3 is None or self._ddb is None:
+                    import boto3
+                    from botocore.config import Config
+
+                    config = Config(
+                        max_pool_connections=max(10, self.max_concurrency),
+                        retries={"mode": "standard"},
+                    )
+                    kw = {"region_name": self.region_name, "endpoint_url": self.endpoint_url}
+                    if self._s3 is None:
+                        self._s3 = boto3.client("s3", config=config, **kw)
+                    if self._ddb is None:
+                        self._ddb = boto3.client("dynamodb", config=config, **kw)
+        return self._s3, self._ddb
+
+    @property
+    def s3_client(self) -> Any:
+        """The boto3 S3 client in use (created on first use if none was given)."""
+        return self._clients()[0]
+
+    @property
+    def dynamodb_client(self) -> Any:
+        """The boto3 DynamoDB client in use (created on first use if none was given)."""
+        return self._clients()[1]
+
+    # -------------------------------------------------------------- driving
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            with self._clients_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(
+                        self.max_concurrency, thread_name_prefix="langgraph-s3"
+                    )
+        return self._pool
+
+    def _perform(self, op: Any) -> Any:
+        from botocore.exceptions import ClientError
+
+        s3, ddb = self._clients()
+        try:
+            if isinstance(op, S3Get):
+                try:
+                    return s3.get_object(Bucket=self.bucket, Key=op.key)["Body"].read()
+                except ClientError as exc:
+                    if is_missing_key(exc):
+                        return None
+                    raise
+            if isinstance(op, Ddb):
+                try:
+                    return getattr(ddb, op.op)(**op.params)
+                except ClientError as exc:
+                    if error_code(exc) in op.expect:
+                        return DdbFailure(error_code(exc), exc.response)
+                    raise
+            if isinstance(op, S3Put):
+                s3.put_object(Bucket=self.bucket, Key=op.key, Body=op.body)
+                return None
+            if isinstance(op, S3List):
+                kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": op.prefix}
+                if op.token:
+                    kw["ContinuationToken"] = op.token
+                page = s3.list_objects_v2(**kw)
+                return ListPage(
+                    [
+                        (o["Key"], o["LastModified"].timestamp(), o["Size"])
+                        for o in page.get("Contents", [])
+                    ],
+                    page.get("NextContinuationToken") if page.get("IsTruncated") else None,
+                )
+            if isinstance(op, S3Delete):
+                resp = s3.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in op.keys], "Quiet": True},
+                )
+                if resp.get("Errors"):
+                    first = resp["Errors"][0]
+                    raise RuntimeError(
+                        f"S3 refused to delete {len(resp['Errors'])} object(s), first "
+                        f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
+                    )
+                return None
+            if isinstance(op, S3Copy):
+                s3.copy_object(
+                    Bucket=self.bucket,
+                    Key=op.target,
+                    CopySource={"Bucket": self.bucket, "Key": op.source},
+                )
+                return None
+            if isinstance(op, Sleep):
+                time.sleep(op.seconds)
+                return None
+            if isinstance(op, CreateBucket):
+                _create_bucket(s3, self.bucket, op.region or s3.meta.region_name)
+                return None
+        except ClientError as exc:
+            raise translate(exc, bucket=self.bucket, table=self.table) from exc
+        raise TypeError(f"unknown operation {op!r}")
+
+    def _perform_many(self, ops: list[Any]) -> list[Any]:
+        if len(ops) == 1:
+            return [self._perform(ops[0])]
+        if not ops:
+            return []
+        return list(self._executor().map(self._perform, ops))
+
+    def _step(self, flow: Flow[Any], value: Any) -> Any:
+        return flow.send(value)
+
+    def _run(self, flow: Flow[T]) -> T:
+        result: Any = None
+        try:
+            while True:
+                op = flow.send(result)
+                result = self._perform_many(op) if isinstance(op, list) else self._perform(op)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    def _iterate(self, flow: Flow[Any]) -> Iterator[CheckpointTuple]:
+        result: Any = None
+        while True:
+            try:
+                op = flow.send(result)
+            except StopIteration:
+                return
+            if isinstance(op, Emit):
+                result = None
+                yield op.value
+            else:
+                result = self._perform_many(op) if isinstance(op, list) else self._perform(op)
+
+    # ----------------------------------------------------------------- public
+    def setup(self) -> None:
+        """Create the bucket and the table if they do not exist (idempotent).
+
+        Meant for development and tests; production deploys ``infra/storage.yaml``.
+        """
+        s3, _ = self._clients()
+        self._run(self.setup_flow(region=self.region_name or s3.meta.region_name))
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Fetch a checkpoint tuple: the latest of the thread, or the one named by
+        ``checkpoint_id``; ``None`` if there is none.
+
+        Args:
+            config: ``{"configurable": {"thread_id": ..., "checkpoint_ns": ...,
+                "checkpoint_id": ...}}``; ``checkpoint_ns`` and ``checkpoint_id`` are optional.
+        """
+        return self._run(self.get_tuple_flow(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """List checkpoints, newest first.
+
+        Args:
+            config: Thread (and optionally namespace / checkpoint) to list; ``None`` lists
+                every thread under this saver's prefix (a table scan: for admin use).
+            filter: Metadata key/values that must all be equal.
+            before: Only checkpoints older than this config's ``checkpoint_id``.
+            limit: At most this many results.
+        """
+        return self._iterate(self.list_flow(config, filter=filter, before=before, limit=limit))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint; the DynamoDB index item written last is the commit.
+
+        Raises:
+            CheckpointConflictError: another run committed on this thread after this run
+                read the latest checkpoint. Nothing was committed.
+        """
+        return self._run(self.put_flow(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes in one DynamoDB request."""
+        self._run(self.put_writes_flow(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and object of a thread."""
+        self._run(self.delete_thread_flow(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) created by the given runs."""
+        self._run(self.delete_for_runs_flow(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's whole history to a new thread id."""
+        self._run(self.copy_thread_flow(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune threads: ``"keep_latest"`` (per namespace, delta-channel aware) or ``"delete"``."""
+        self._run(self.prune_flow(thread_ids, strategy))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed of delta channels along the parent chain, read in index pages."""
+        return self._run(self.delta_history_flow(config, channels))
+
+    # ---------------------------------------------- async API (on a thread)
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """``get_tuple`` on a worker thread. For native async use ``AsyncS3Saver``."""
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """``list`` on a worker thread."""
+        it = self.list(config, filter=filter, before=before, limit=limit)
+        done = object()
+        while True:
+            item = await asyncio.to_thread(next, it, done)
+            if item is done:
+                return
+            yield item  # type: ignore[misc]
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """``put`` on a worker thread."""
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """``put_writes`` on a worker thread."""
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """``delete_thread`` on a worker thread."""
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """``delete_for_runs`` on a worker thread."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """``copy_thread`` on a worker thread."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``prune`` on a worker thread."""
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """``get_delta_channel_history`` on a worker thread."""
+        return await asyncio.to_thread(
+            lambda: self.get_delta_channel_history(config=config, channels=channels)
+        )
+
+
+def _create_bucket(s3: Any, bucket: str, region: str | None) -> None:
+    from botocore.exceptions import ClientError
+
+    kw: dict[str, Any] = {"Bucket": bucket}
+    if region and region != "us-east-1":
+        kw["CreateBucketConfiguration"] = {"LocationConstraint": region}
+    try:
+        s3.create_bucket(**kw)
+    except ClientError as exc:
+        if error_code(exc) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
