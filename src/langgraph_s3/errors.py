@@ -80,3 +80,7 @@ class CheckpointConflictError(S3SaverError):
 
 class ThreadExistsError(S3SaverError):
     """``copy_thread`` was asked to copy onto a thread that already has checkpoints."""
+
+
+class MissingDependencyError(S3SaverError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""

@@ -1,0 +1,446 @@
+"""``AsyncS3Saver``: the natively async saver, a thin aioboto3 shell over the shared protocol.
+
+Needs the ``async`` extra: ``pip install 'langgraph-s3[async]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_s3.errors import MissingDependencyError
+from langgraph_s3.operations import (
+    Ddb,
+    DdbFailure,
+    ListPage,
+    S3Copy,
+    S3Delete,
+    S3Get,
+    S3List,
+    S3Put,
+    Sleep,
+    error_code,
+    is_missing_key,
+    translate,
+)
+from langgraph_s3.protocol import (
+    DEFAULT_INLINE_THRESHOLD,
+    CreateBucket,
+    Emit,
+    Flow,
+    SaverCore,
+    T,
+)
+from langgraph_s3.saver import parse_conn_string
+
+try:
+    import aioboto3
+    from aiobotocore.config import AioConfig
+except ImportError:  # pragma: no cover - exercised by a test that hides the module
+    aioboto3 = None
+
+
+class AsyncS3Saver(SaverCore):
+    """The async twin of :class:`~langgraph_s3.S3Saver`, built on aioboto3.
+
+    Independent requests (every blob of a checkpoint, every checkpoint of a
+    ``list`` page) go out at once, bounded by ``max_concurrency``. It reads and
+    writes exactly the bytes ``S3Saver`` does, so a thread written by one is read by
+    the other.
+
+    Sync methods (``get_tuple``, ``put``, ...) work from *other* threads: they run on
+    the saver's event loop. Called from the loop's own thread they raise
+    ``asyncio.InvalidStateError`` instead of deadlocking.
+
+    Args:
+        bucket: S3 bucket holding checkpoint objects and value blobs.
+        table: DynamoDB table holding the index.
+        prefix: Key prefix inside the bucket and the table's partition keys.
+        s3_client: An entered aiobotocore S3 client, used as it is.
+        dynamodb_client: An entered aiobotocore DynamoDB client, used as it is.
+        region_name: Region for clients the saver creates itself.
+        endpoint_url: Endpoint for clients the saver creates itself.
+        serde: Serializer for values and metadata; pickle fallback is refused.
+        compression_level: zstd level for objects.
+        session: An ``aioboto3.Session`` to create clients from.
+        inline_threshold: See :class:`~langgraph_s3.S3Saver`.
+        max_concurrency: Most requests in flight at once for one call.
+        cache_bytes: Memory bound for the cache of content-addressed objects.
+        conflict_window: See :class:`~langgraph_s3.S3Saver`.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        table: str,
+        prefix: str = "",
+        s3_client: Any = None,
+        dynamodb_client: Any = None,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        serde: SerializerProtocol | None = None,
+        compression_level: int = 3,
+        *,
+        session: Any = None,
+        inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+        max_concurrency: int = 16,
+        cache_bytes: int = 64 * 1024 * 1024,
+        conflict_window: float = 900.0,
+    ) -> None:
+        if aioboto3 is None:
+            raise MissingDependencyError(
+                "AsyncS3Saver needs aioboto3, which is not installed: "
+                "pip install 'langgraph-s3[async]'"
+            )
+        super().__init__(
+            bucket=bucket,
+            table=table,
+            prefix=prefix,
+            serde=serde,
+            compression_level=compression_level,
+            inline_threshold=inline_threshold,
+            max_concurrency=max_concurrency,
+            cache_bytes=cache_bytes,
+            conflict_window=conflict_window,
+        )
+        self.region_name = region_name
+        self.endpoint_url = endpoint_url
+        self._session = session
+        self._s3 = s3_client
+        self._ddb = dynamodb_client
+        self._stack: AsyncExitStack | None = None
+        self._lock: asyncio.Lock | None = None
+        self._sem: asyncio.Semaphore | None = None
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+
+    # ----------------------------------------------------------- construction
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(cls, conn_string: str, **kwargs: Any) -> AsyncIterator[AsyncS3Saver]:
+        """Create a saver from ``s3://bucket/prefix?table=t&region=r``; owns and closes its clients.
+
+        Args:
+            conn_string: ``s3://BUCKET[/PREFIX]?table=TABLE[&region=R][&endpoint_url=U]``.
+            **kwargs: Further ``AsyncS3Saver`` arguments.
+        """
+        saver = cls(**{**parse_conn_string(conn_string), **kwargs})
+        try:
+            yield saver
+        finally:
+            await saver.aclose()
+
+    async def __aenter__(self) -> AsyncS3Saver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the clients this saver created (clients passed in are left open)."""
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            await stack.aclose()
+            self._s3 = self._ddb = None
+
+    async def _clients(self) -> tuple[Any, Any]:
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        if self._s3 is not None and self._ddb is not None:
+            return self._s3, self._ddb
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._s3 is None or self._ddb is None:
+                session = self._session or aioboto3.Session()
+                config = AioConfig(
+                    max_pool_connections=max(10, self.max_concurrency),
+                    retries={"mode": "standard"},
+                )
+                kw = {"region_name": self.region_name, "endpoint_url": self.endpoint_url}
+                stack = self._stack or AsyncExitStack()
+                self._stack = stack
+                if self._s3 is None:
+                    self._s3 = await stack.enter_async_context(
+                        session.client("s3", config=config, **kw)
+                    )
+                if self._ddb is None:
+                    self._ddb = await stack.enter_async_context(
+                        session.client("dynamodb", config=config, **kw)
+                    )
+        return self._s3, self._ddb
+
+    # -------------------------------------------------------------- driving
+    async def _perform(self, op: Any) -> Any:
+        from botocore.exceptions import ClientError
+
+        s3, ddb = await self._clients()
+        try:
+            if isinstance(op, S3Get):
+                try:
+                    resp = await s3.get_object(Bucket=self.bucket, Key=op.key)
+                    async with resp["Body"] as body:
+                        return await body.read()
+                except ClientError as exc:
+                    if is_missing_key(exc):
+                        return None
+                    raise
+            if isinstance(op, Ddb):
+                try:
+                    return await getattr(ddb, op.op)(**op.params)
+                except ClientError as exc:
+                    if error_code(exc) in op.expect:
+                        return DdbFailure(error_code(exc), exc.response)
+                    raise
+            if isinstance(op, S3Put):
+                await s3.put_object(Bucket=self.bucket, Key=op.key, Body=op.body)
+                return None
+            if isinstance(op, S3List):
+                kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": op.prefix}
+                if op.token:
+                    kw["ContinuationToken"] = op.token
+                page = await s3.list_objects_v2(**kw)
+                return ListPage(
+                    [
+                        (o["Key"], o["LastModified"].timestamp(), o["Size"])
+                        for o in page.get("Contents", [])
+                    ],
+                    page.get("NextContinuationToken") if page.get("IsTruncated") else None,
+                )
+            if isinstance(op, S3Delete):
+                resp = await s3.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in op.keys], "Quiet": True},
+                )
+                if resp.get("Errors"):
+                    first = resp["Errors"][0]
+                    raise RuntimeError(
+                        f"S3 refused to delete {len(resp['Errors'])} object(s), first "
+                        f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
+                    )
+                return None
+            if isinstance(op, S3Copy):
+                await s3.copy_object(
+                    Bucket=self.bucket,
+                    Key=op.target,
+                    CopySource={"Bucket": self.bucket, "Key": op.source},
+                )
+                return None
+            if isinstance(op, Sleep):
+                await asyncio.sleep(op.seconds)
+                return None
+            if isinstance(op, CreateBucket):
+                kw = {"Bucket": self.bucket}
+                region = op.region or s3.meta.region_name
+                if region and region != "us-east-1":
+                    kw["CreateBucketConfiguration"] = {"LocationConstraint": region}
+                try:
+                    await s3.create_bucket(**kw)
+                except ClientError as exc:
+                    if error_code(exc) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                        raise
+                return None
+        except ClientError as exc:
+            raise translate(exc, bucket=self.bucket, table=self.table) from exc
+        raise TypeError(f"unknown operation {op!r}")
+
+    async def _bounded(self, op: Any) -> Any:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.max_concurrency)
+        async with self._sem:
+            return await self._perform(op)
+
+    async def _perform_many(self, ops: list[Any]) -> list[Any]:
+        if len(ops) == 1:
+            return [await self._perform(ops[0])]
+        return list(await asyncio.gather(*(self._bounded(op) for op in ops)))
+
+    async def _run(self, flow: Flow[T]) -> T:
+        result: Any = None
+        try:
+            while True:
+                op = flow.send(result)
+                result = (
+                    await self._perform_many(op) if isinstance(op, list) else await self._perform(op)
+                )
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    async def _iterate(self, flow: Flow[Any]) -> AsyncIterator[CheckpointTuple]:
+        result: Any = None
+        while True:
+            try:
+                op = flow.send(result)
+            except StopIteration:
+                return
+            if isinstance(op, Emit):
+                result = None
+                yield op.value
+            else:
+                result = (
+                    await self._perform_many(op) if isinstance(op, list) else await self._perform(op)
+                )
+
+    # ----------------------------------------------------------- async API
+    async def setup(self) -> None:
+        """Create the bucket and the table if they do not exist (idempotent)."""
+        s3, _ = await self._clients()
+        await self._run(self.setup_flow(region=self.region_name or s3.meta.region_name))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Fetch the latest checkpoint of a thread, or the one named by ``checkpoint_id``."""
+        return await self._run(self.get_tuple_flow(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """List checkpoints newest first (see ``S3Saver.list``)."""
+        async for tup in self._iterate(
+            self.list_flow(config, filter=filter, before=before, limit=limit)
+        ):
+            yield tup
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint (see ``S3Saver.put``)."""
+        return await self._run(self.put_flow(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes in one DynamoDB request."""
+        await self._run(self.put_writes_flow(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and object of a thread."""
+        await self._run(self.delete_thread_flow(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) created by the given runs."""
+        await self._run(self.delete_for_runs_flow(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's whole history to a new thread id."""
+        await self._run(self.copy_thread_flow(source_thread_id, target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune threads (see ``S3Saver.prune``)."""
+        await self._run(self.prune_flow(thread_ids, strategy))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed of delta channels along the parent chain."""
+        return await self._run(self.delta_history_flow(config, channels))
+
+    # ------------------------------------------- sync API (other threads only)
+    def _sync(self, coro: Any) -> Any:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None and running is self.loop:
+            coro.close()
+            raise asyncio.InvalidStateError(
+                "synchronous calls to AsyncS3Saver are only allowed from a thread other than "
+                "its event loop's; on the loop use the async API (await saver.aget_tuple(...), "
+                "await graph.ainvoke(...)), or use S3Saver for sync code"
+            )
+        if self.loop is None or not self.loop.is_running():
+            coro.close()
+            raise asyncio.InvalidStateError(
+                "AsyncS3Saver's event loop is not running: sync calls are served by the loop "
+                "the saver was created or first used on"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Sync ``aget_tuple`` for other threads (runs on the saver's loop)."""
+        return self._sync(self.aget_tuple(config))  # type: ignore[no-any-return]
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Sync ``alist`` for other threads (runs on the saver's loop)."""
+
+        async def collect() -> list[CheckpointTuple]:
+            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
+
+        return iter(self._sync(collect()))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Sync ``aput`` for other threads (runs on the saver's loop)."""
+        return self._sync(self.aput(config, checkpoint, metadata, new_versions))  # type: ignore[no-any-return]
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Sync ``aput_writes`` for other threads (runs on the saver's loop)."""
+        self._sync(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Sync ``adelete_thread`` for other threads."""
+        self._sync(self.adelete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Sync ``adelete_for_runs`` for other threads."""
+        self._sync(self.adelete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Sync ``acopy_thread`` for other threads."""
+        self._sync(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Sync ``aprune`` for other threads."""
+        self._sync(self.aprune(thread_ids, strategy=strategy))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Sync ``aget_delta_channel_history`` for other threads."""
+        return self._sync(  # type: ignore[no-any-return]
+            self.aget_delta_channel_history(config=config, channels=channels)
+        )
