@@ -1,0 +1,171 @@
+"""Shared fixtures: moto in-process and moto server (real HTTP), a fresh bucket and
+table per test, and helpers to count requests and inject latency at the wire.
+
+No test needs AWS credentials or the network: fake credentials are set for the
+whole session and every client points at moto.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+
+os.environ.update(
+    AWS_ACCESS_KEY_ID="testing",
+    AWS_SECRET_ACCESS_KEY="testing",
+    AWS_SESSION_TOKEN="testing",
+    AWS_DEFAULT_REGION="us-east-1",
+)
+for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB"):
+    os.environ.pop(_var, None)
+
+REGION = "us-east-1"
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """One moto server per test process, reached over real HTTP."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@dataclass
+class Backend:
+    """Where a test's bucket and table live, and how to make clients for them."""
+
+    mode: str  # "inproc" or "server"
+    endpoint_url: str | None
+    bucket: str = field(default_factory=lambda: f"lgs3-{uuid.uuid4().hex[:12]}")
+    table: str = field(default_factory=lambda: f"lgs3-{uuid.uuid4().hex[:12]}")
+
+    def s3(self) -> Any:
+        return boto3.client("s3", region_name=REGION, endpoint_url=self.endpoint_url)
+
+    def dynamodb(self) -> Any:
+        return boto3.client("dynamodb", region_name=REGION, endpoint_url=self.endpoint_url)
+
+    def saver(self, **kwargs: Any) -> Any:
+        """A brand-new S3Saver with brand-new clients, as a new Lambda container has."""
+        from langgraph_s3 import S3Saver
+
+        kwargs.setdefault("s3_client", self.s3())
+        kwargs.setdefault("dynamodb_client", self.dynamodb())
+        return S3Saver(bucket=self.bucket, table=self.table, **kwargs)
+
+    def async_saver(self, **kwargs: Any) -> Any:
+        """A brand-new AsyncS3Saver over HTTP (moto's in-process mock does not cover aiobotocore)."""
+        from langgraph_s3 import AsyncS3Saver
+
+        assert self.endpoint_url, "AsyncS3Saver tests need the moto server backend"
+        return AsyncS3Saver(
+            bucket=self.bucket,
+            table=self.table,
+            region_name=REGION,
+            endpoint_url=self.endpoint_url,
+            **kwargs,
+        )
+
+    def object_keys(self) -> list[str]:
+        s3 = self.s3()
+        keys: list[str] = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
+            keys.extend(o["Key"] for o in page.get("Contents", []))
+        return keys
+
+    def object_bytes(self) -> int:
+        s3 = self.s3()
+        total = 0
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
+            total += sum(o["Size"] for o in page.get("Contents", []))
+        return total
+
+    def items(self) -> list[dict[str, Any]]:
+        ddb = self.dynamodb()
+        out: list[dict[str, Any]] = []
+        for page in ddb.get_paginator("scan").paginate(TableName=self.table):
+            out.extend(page["Items"])
+        return out
+
+
+@pytest.fixture(params=["inproc", "server"])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """A fresh bucket and table, in moto in-process and in a moto server."""
+    if request.param == "inproc":
+        from moto import mock_aws
+
+        with mock_aws():
+            b = Backend("inproc", None)
+            b.saver().setup()
+            yield b
+    else:
+        b = Backend("server", request.getfixturevalue("moto_server"))
+        b.saver().setup()
+        yield b
+
+
+@pytest.fixture
+def server_backend(moto_server: str) -> Backend:
+    """A fresh bucket and table in the moto server (for async and HTTP-level tests)."""
+    b = Backend("server", moto_server)
+    b.saver().setup()
+    return b
+
+
+@pytest.fixture
+def inproc_backend() -> Iterator[Backend]:
+    from moto import mock_aws
+
+    with mock_aws():
+        b = Backend("inproc", None)
+        b.saver().setup()
+        yield b
+
+
+class RequestLog:
+    """Counts AWS requests by (service, operation) as botocore sends them."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def attach(self, client: Any) -> Any:
+        service = client.meta.service_model.service_name
+
+        def record(model: Any, **_: Any) -> None:
+            self.calls.append((service, model.name))
+
+        client.meta.events.register("before-call.*.*", record)
+        return client
+
+    def counts(self) -> Counter[tuple[str, str]]:
+        return Counter(self.calls)
+
+    def clear(self) -> None:
+        self.calls.clear()
+
+
+@pytest.fixture
+def request_log() -> RequestLog:
+    return RequestLog()
+
+
+def add_latency(client: Any, seconds: float) -> Callable[..., None]:
+    """Make every request of a boto3 client take at least ``seconds`` longer."""
+    import time
+
+    def delay(**_: Any) -> None:
+        time.sleep(seconds)
+
+    client.meta.events.register("before-send.*.*", delay)
+    return delay
