@@ -33,8 +33,16 @@ def ensure_env() -> None:
         venv.EnvBuilder(with_pip=True).create(VENV)
     print("installing langgraph-s3 with its async and dev extras ...", flush=True)
     subprocess.run(
-        [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "-e", f"{ROOT}[async,dev]"],
+        [
+            str(BIN / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-e",
+            f"{ROOT}[async,dev]",
+        ],
         check=True,
     )
     STAMP.write_text(wanted)

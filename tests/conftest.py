@@ -32,8 +32,11 @@ REGION = "us-east-1"
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     """One moto server per test process, reached over real HTTP."""
+    import logging
+
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -65,7 +68,7 @@ class Backend:
         return S3Saver(bucket=self.bucket, table=self.table, **kwargs)
 
     def async_saver(self, **kwargs: Any) -> Any:
-        """A brand-new AsyncS3Saver over HTTP (moto's in-process mock does not cover aiobotocore)."""
+        """A brand-new AsyncS3Saver over HTTP (moto in-process does not cover aiobotocore)."""
         from langgraph_s3 import AsyncS3Saver
 
         assert self.endpoint_url, "AsyncS3Saver tests need the moto server backend"

@@ -275,7 +275,9 @@ class AsyncS3Saver(SaverCore):
             while True:
                 op = flow.send(result)
                 result = (
-                    await self._perform_many(op) if isinstance(op, list) else await self._perform(op)
+                    await self._perform_many(op)
+                    if isinstance(op, list)
+                    else await self._perform(op)
                 )
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
@@ -292,7 +294,9 @@ class AsyncS3Saver(SaverCore):
                 yield op.value
             else:
                 result = (
-                    await self._perform_many(op) if isinstance(op, list) else await self._perform(op)
+                    await self._perform_many(op)
+                    if isinstance(op, list)
+                    else await self._perform(op)
                 )
 
     # ----------------------------------------------------------- async API

@@ -93,7 +93,9 @@ def unpack(data: bytes, *, key: str) -> Any:
     try:
         return ormsgpack.unpackb(data)
     except (ormsgpack.MsgpackDecodeError, ValueError) as exc:
-        raise CorruptObjectError(f"object {key!r} holds an unreadable envelope: {exc}", key=key) from exc
+        raise CorruptObjectError(
+            f"object {key!r} holds an unreadable envelope: {exc}", key=key
+        ) from exc
 
 
 def pack_record(obj: Any, level: int) -> bytes:

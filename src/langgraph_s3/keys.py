@@ -90,8 +90,7 @@ class Layout:
     def checkpoint_key(self, thread_id: str, ns: str, checkpoint_id: str, digest: str) -> str:
         """Checkpoint objects are immutable: the digest makes a re-put a new object."""
         return (
-            f"{self.thread_prefix(thread_id)}c/{encode_segment(ns)}/"
-            f"{checkpoint_id}.{digest[:32]}"
+            f"{self.thread_prefix(thread_id)}c/{encode_segment(ns)}/{checkpoint_id}.{digest[:32]}"
         )
 
     def blob_key(self, thread_id: str, digest: str) -> str:

@@ -9,7 +9,7 @@ operations; ``S3Saver`` performs them with boto3 and a thread pool,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -101,7 +101,7 @@ def is_missing_key(exc: ClientError) -> bool:
     return error_code(exc) in _MISSING_KEY
 
 
-def translate(exc: ClientError, *, bucket: str, table: str) -> Exception:
+def translate(exc: ClientError, *, bucket: str, table: str) -> BaseException:
     """Turn a missing bucket or table into an error that says what to do."""
     code = error_code(exc)
     if code in _MISSING_BUCKET:
@@ -114,4 +114,4 @@ def translate(exc: ClientError, *, bucket: str, table: str) -> Exception:
             f"DynamoDB table {table!r} does not exist: run saver.setup() (development and "
             "tests) or deploy infra/storage.yaml and pass its TableName output"
         )
-    return exc
+    return cast(BaseException, exc)

@@ -225,9 +225,7 @@ class SaverCore(BaseCheckpointSaver[str]):
     # ------------------------------------------------------------------ input
     @staticmethod
     def _thread_ns(config: RunnableConfig | None) -> tuple[str, str]:
-        if not isinstance(config, Mapping) or not isinstance(
-            config.get("configurable"), Mapping
-        ):
+        if not isinstance(config, Mapping) or not isinstance(config.get("configurable"), Mapping):
             raise InvalidConfigError(
                 "config must be a dict with a 'configurable' dict holding 'thread_id', "
                 "e.g. {'configurable': {'thread_id': 'my-thread'}}"
@@ -576,12 +574,12 @@ class SaverCore(BaseCheckpointSaver[str]):
         # expression limit forces a split (about 140 writes in one call).
         groups: list[list[tuple[str, str, Any]]] = [[]]
         length = 0
-        for clause in clauses:
-            if groups[-1] and length + len(clause[0]) > _EXPR_BUDGET:
+        for part in clauses:
+            if groups[-1] and length + len(part[0]) > _EXPR_BUDGET:
                 groups.append([])
                 length = 0
-            groups[-1].append(clause)
-            length += len(clause[0]) + 2
+            groups[-1].append(part)
+            length += len(part[0]) + 2
         for group in groups:
             expr = "SET #tid = :tid, #tp = if_not_exists(#tp, :tp), #cid = :cid, " + ", ".join(
                 c for c, _, _ in group
@@ -761,7 +759,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         requested: RunnableConfig | None,
     ) -> CheckpointTuple:
         key = env["_key"]
-        checkpoint = self._deserialize(*env["cp"], "checkpoint", key)
+        checkpoint = self._deserialize(env["cp"][0], env["cp"][1], "checkpoint", key)
         values = {}
         for name, entry in env["ch"].items():
             values[name] = self._decode_value(
@@ -775,7 +773,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             for k in self._entry_keys(row.thread_id, entry):
                 self._known_blobs.put(k, True)
         checkpoint["channel_values"] = values
-        metadata = self._deserialize(*env["md"], "metadata", key)
+        metadata = self._deserialize(env["md"][0], env["md"][1], "metadata", key)
         configurable = {
             "thread_id": row.thread_id,
             "checkpoint_ns": row.ns,
@@ -808,9 +806,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             (
                 tid,
                 rec[0],
-                self._decode_value(
-                    thread_id, rec[1], payloads, f"write to channel {rec[0]!r}", sk
-                ),
+                self._decode_value(thread_id, rec[1], payloads, f"write to channel {rec[0]!r}", sk),
             )
             for _, tid, _, rec, sk in flat
         ]
@@ -899,9 +895,10 @@ class SaverCore(BaseCheckpointSaver[str]):
     ) -> Flow[list[dict[str, Any]]]:
         names = dict(names)
         values = dict(values)
-        clauses = ["(attribute_exists(#tid) OR (attribute_exists(#h)" + (
-            f" AND {ckpt_cond}))" if ckpt_cond else "))"
-        )]
+        clauses = [
+            "(attribute_exists(#tid) OR (attribute_exists(#h)"
+            + (f" AND {ckpt_cond}))" if ckpt_cond else "))")
+        ]
         names.update({"#tid": "tid", "#h": "h"})
         if self.layout.prefix:
             clauses.append("begins_with(pk, :prefix)")
@@ -933,9 +930,10 @@ class SaverCore(BaseCheckpointSaver[str]):
         names = dict(names)
         values = dict(values)
         values[":pk"] = _s(self.layout.pk(thread_id))
-        filters = ["(attribute_exists(#tid) OR (attribute_exists(#h)" + (
-            f" AND {ckpt_cond}))" if ckpt_cond else "))"
-        )]
+        filters = [
+            "(attribute_exists(#tid) OR (attribute_exists(#h)"
+            + (f" AND {ckpt_cond}))" if ckpt_cond else "))")
+        ]
         names.update({"#tid": "tid", "#h": "h"})
         if ns is not None and cid is not None:
             key_cond = "pk = :pk AND sk BETWEEN :lo AND :hi"
@@ -1052,7 +1050,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._entries.discard(lambda k: k[0] == thread_id)
         self._lineage.forget_thread(thread_id)
 
-    def _drop_checkpoints(self, rows: Sequence[_Row], all_items: Sequence[dict[str, Any]]) -> Flow[None]:
+    def _drop_checkpoints(
+        self, rows: Sequence[_Row], all_items: Sequence[dict[str, Any]]
+    ) -> Flow[None]:
         """Delete checkpoint items, their writes and objects; fix heads that pointed at them."""
         doomed = {_owner(r.item) for r in rows}
         keys = [
@@ -1185,10 +1185,18 @@ class SaverCore(BaseCheckpointSaver[str]):
                 )
                 digest = codec.digest(new_body)
                 puts.append(
-                    S3Put(self.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, digest), new_body)
+                    S3Put(
+                        self.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, digest), new_body
+                    )
                 )
                 new_items.append(
-                    {**row.item, "pk": dst_pk, "th": _s(dst), "h": _s(digest), "sz": _n(len(new_body))}
+                    {
+                        **row.item,
+                        "pk": dst_pk,
+                        "th": _s(dst),
+                        "h": _s(digest),
+                        "sz": _n(len(new_body)),
+                    }
                 )
             yield puts
         writes_items = [{**i, "pk": dst_pk} for i in items if _is_writes_item(i)]
@@ -1327,7 +1335,12 @@ class SaverCore(BaseCheckpointSaver[str]):
                 cursor = row.parent_id
             if cursor is None or (exhausted and cursor not in rows):
                 break
-        keys = [k for entries in collected for _, _, e, _ in entries for k in self._entry_keys(thread_id, e)]
+        keys = [
+            k
+            for entries in collected
+            for _, _, e, _ in entries
+            for k in self._entry_keys(thread_id, e)
+        ]
         keys += [k for e, _, _ in seeds.values() for k in self._entry_keys(thread_id, e)]
         payloads = yield from self._fetch_blobs(keys)
         result: dict[str, DeltaChannelHistory] = {}

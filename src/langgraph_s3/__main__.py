@@ -1,0 +1,5 @@
+import sys
+
+from langgraph_s3.cli import main
+
+sys.exit(main())

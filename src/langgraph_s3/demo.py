@@ -1,0 +1,239 @@
+"""``langgraph-s3 demo``: an approval agent that pauses, then resumes in another process.
+
+With no endpoint configured the demo starts a moto server inside this process,
+so it needs no AWS account. ``--endpoint-url`` (or ``AWS_ENDPOINT_URL``) points it
+at another S3/DynamoDB endpoint; ``--bucket`` without an endpoint uses real AWS
+from the usual environment (credentials, region).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TypedDict
+
+from langgraph_s3 import S3Saver, codec
+
+DEMO_BUCKET = "langgraph-s3-demo"
+DEMO_TABLE = "langgraph-s3-demo"
+# A policy document every step carries unchanged: stored once, referenced by all.
+POLICY = "\n".join(
+    f"{i:04d}. Refunds above {i * 10} EUR need a second approver; log the ticket id."
+    for i in range(1, 700)
+)
+
+
+class ApprovalState(TypedDict, total=False):
+    request: str
+    policy: str
+    draft: str
+    decision: str
+    outcome: str
+
+
+def build_graph(saver: S3Saver) -> Any:
+    """draft -> approval (interrupt) -> act; the policy channel never changes."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    def draft(state: ApprovalState) -> ApprovalState:
+        return {
+            "draft": f"Refund order {state['request']} in full (policy lines: "
+            f"{state['policy'].count(chr(10)) + 1})"
+        }
+
+    def approval(state: ApprovalState) -> ApprovalState:
+        answer = interrupt({"question": "Approve this action?", "draft": state["draft"]})
+        return {"decision": "approved" if answer else "rejected"}
+
+    def act(state: ApprovalState) -> ApprovalState:
+        if state["decision"] == "approved":
+            return {"outcome": f"done: {state['draft']}"}
+        return {"outcome": "abandoned"}
+
+    builder = StateGraph(ApprovalState)
+    builder.add_node("draft", draft)
+    builder.add_node("approval", approval)
+    builder.add_node("act", act)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "approval")
+    builder.add_edge("approval", "act")
+    builder.add_edge("act", END)
+    return builder.compile(checkpointer=saver)
+
+
+@contextmanager
+def _endpoint(args: argparse.Namespace) -> Iterator[str | None]:
+    endpoint = args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint or args.bucket:
+        yield endpoint
+        return
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        sys.exit(
+            "the embedded demo endpoint needs moto: pip install 'langgraph-s3[demo]' "
+            "(or pass --endpoint-url / --bucket to use another endpoint)"
+        )
+    # The embedded server accepts any credentials; never send real ones to it.
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="demo", AWS_SECRET_ACCESS_KEY="demo", AWS_DEFAULT_REGION=args.region
+    )
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.pop("AWS_PROFILE", None)
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto logs every request
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    print(f"started an embedded S3/DynamoDB endpoint (moto) at http://{host}:{port}")
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def _saver(args: argparse.Namespace, endpoint: str | None) -> S3Saver:
+    return S3Saver(
+        bucket=args.bucket or DEMO_BUCKET,
+        table=args.table or DEMO_TABLE,
+        prefix=args.prefix,
+        region_name=args.region,
+        endpoint_url=endpoint,
+    )
+
+
+def storage_figures(saver: S3Saver, thread_id: str) -> dict[str, Any]:
+    """Objects, bytes, compression ratio and blob reuse of one thread."""
+    s3 = saver.s3_client
+    prefix = saver.layout.thread_prefix(thread_id)
+    objects = stored = raw = 0
+    blob_keys: set[str] = set()
+    references = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=saver.bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            body = s3.get_object(Bucket=saver.bucket, Key=obj["Key"])["Body"].read()
+            objects += 1
+            stored += len(body)
+            kind = codec.KIND_BLOB if "/b/" in obj["Key"] else codec.KIND_CHECKPOINT
+            payload = codec.unframe(body, key=obj["Key"], kind=kind)
+            raw += len(payload)
+            if kind == codec.KIND_BLOB:
+                blob_keys.add(obj["Key"])
+            else:
+                envelope = codec.unpack(payload, key=obj["Key"])
+                references += sum(len(e[2]) for e in envelope["ch"].values() if e[0] == "r")
+    items = saver.dynamodb_client.query(
+        TableName=saver.table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": saver.layout.pk(thread_id)}},
+    )["Items"]
+    return {
+        "objects": objects,
+        "bytes_stored": stored,
+        "bytes_uncompressed": raw,
+        "compression_ratio": round(raw / stored, 2) if stored else None,
+        "blobs": len(blob_keys),
+        "blob_references": references,
+        "blob_writes_saved_by_dedup": max(references - len(blob_keys), 0),
+        "index_items": len(items),
+    }
+
+
+def _resume(args: argparse.Namespace) -> int:
+    """Runs in a separate process: a brand-new saver continues the paused thread."""
+    from langgraph.types import Command
+
+    saver = _saver(args, args.endpoint_url)
+    graph = build_graph(saver)
+    config = {"configurable": {"thread_id": args.thread}}
+    result = graph.invoke(Command(resume=not args.reject), config, durability="sync")
+    print(json.dumps({"pid": os.getpid(), "outcome": result.get("outcome")}))
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    with _endpoint(args) as endpoint:
+        saver = _saver(args, endpoint)
+        if endpoint is not None or args.setup:
+            saver.setup()
+        graph = build_graph(saver)
+        thread_id = args.thread or f"demo-{uuid.uuid4().hex[:8]}"
+        config = {"configurable": {"thread_id": thread_id}}
+
+        print(f"\n1. process {os.getpid()}: run thread {thread_id!r} until it asks for approval")
+        graph.invoke({"request": "A-1042", "policy": POLICY}, config)
+        state = graph.get_state(config)
+        question = state.tasks[0].interrupts[0].value
+        print(f"   paused at {state.next}: {question['question']} {question['draft']!r}")
+
+        print("\n2. a separate process with a brand-new saver approves and resumes the thread")
+        cmd = [
+            sys.executable,
+            "-m",
+            "langgraph_s3.demo",
+            "--resume",
+            "--thread",
+            thread_id,
+            "--bucket",
+            saver.bucket,
+            "--table",
+            saver.table,
+            "--prefix",
+            args.prefix,
+            "--region",
+            args.region,
+        ]
+        if endpoint:
+            cmd += ["--endpoint-url", endpoint]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(done.stderr, file=sys.stderr)
+            return done.returncode
+        child = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"   process {child['pid']}: outcome = {child['outcome']!r}")
+
+        print("\n3. history, read back by yet another new saver (newest first)")
+        reader = _saver(args, endpoint)
+        history = build_graph(reader).get_state_history(config)
+        for snap in history:
+            meta = snap.metadata or {}
+            print(
+                f"   step {meta.get('step'):>2}  {meta.get('source'):<6} "
+                f"{snap.config['configurable']['checkpoint_id']}  next={list(snap.next)}"
+            )
+
+        print("\n4. storage for this thread")
+        for name, value in storage_figures(reader, thread_id).items():
+            print(f"   {name:<28} {value}")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--endpoint-url", help="S3/DynamoDB endpoint (default: embedded moto)")
+    parser.add_argument("--bucket", help=f"bucket (default {DEMO_BUCKET}); alone: real AWS")
+    parser.add_argument("--table", help=f"table (default {DEMO_TABLE})")
+    parser.add_argument("--prefix", default="demo/", help="key prefix (default demo/)")
+    parser.add_argument("--region", default=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+    parser.add_argument("--thread", help="thread id (default: a new one)")
+    parser.add_argument("--setup", action="store_true", help="create bucket and table first")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m langgraph_s3.demo")
+    add_arguments(parser)
+    parser.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--reject", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    return _resume(args) if args.resume else run_demo(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
