@@ -37,6 +37,11 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def digest_bytes(data: bytes) -> bytes:
+    """SHA-256 of ``data`` as 32 raw bytes (half the size of hex inside envelopes)."""
+    return hashlib.sha256(data).digest()
+
+
 def compress(data: bytes, level: int) -> bytes:
     # A compressor object is not thread-safe; one per call costs microseconds.
     return zstandard.ZstdCompressor(level=level).compress(data)

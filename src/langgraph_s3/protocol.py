@@ -34,7 +34,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_s3 import codec
+from langgraph_s3 import chunking, codec
 from langgraph_s3.cache import LRU
 from langgraph_s3.errors import (
     CheckpointConflictError,
@@ -275,29 +275,31 @@ class SaverCore(BaseCheckpointSaver[str]):
     def _encode_value(
         self, thread_id: str, value: Any, what: str, inline_limit: int
     ) -> tuple[list[Any], dict[str, bytes]]:
-        """A value entry for an envelope, and the blobs it needs uploaded."""
+        """A value entry for an envelope, and the blobs it needs uploaded.
+
+        Entries are ``["i", type, bytes]`` (inline) or ``["r", type, digests, sizes,
+        head]``: the value's bytes are ``head`` followed by the blobs, in order.
+        """
         type_, data = self._serialize(value, what)
         if len(data) <= inline_limit:
             return ["i", type_, data], {}
-        digests: list[str] = []
+        head, body = chunking.split_head(type_, data)
+        digests: list[bytes] = []
         sizes: list[int] = []
         uploads: dict[str, bytes] = {}
-        for chunk in self._chunks(data):
-            d = codec.digest(chunk)
-            digests.append(d)
+        for chunk in chunking.chunks(body):
+            raw = codec.digest_bytes(chunk)
+            digests.append(raw)
             sizes.append(len(chunk))
-            key = self.layout.blob_key(thread_id, d)
+            key = self.layout.blob_key(thread_id, raw.hex())
             if key not in self._known_blobs and key not in uploads:
                 uploads[key] = codec.frame(codec.KIND_BLOB, chunk, self.compression_level)
                 self._blob_cache.put(key, chunk, len(chunk))
-        return ["r", type_, digests, sizes], uploads
-
-    def _chunks(self, data: bytes) -> Iterable[bytes]:
-        return (data,)
+        return ["r", type_, digests, sizes, head], uploads
 
     def _entry_keys(self, thread_id: str, entry: Sequence[Any]) -> list[str]:
         if entry[0] == "r":
-            return [self.layout.blob_key(thread_id, d) for d in entry[2]]
+            return [self.layout.blob_key(thread_id, d.hex()) for d in entry[2]]
         return []
 
     def _decode_value(
@@ -313,8 +315,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             if kind == "i":
                 return self._deserialize(entry[1], entry[2], what, key)
             if kind == "r":
-                data = b"".join(payloads[k] for k in self._entry_keys(thread_id, entry))
-                if len(data) != sum(entry[3]):
+                data = entry[4] + b"".join(payloads[k] for k in self._entry_keys(thread_id, entry))
+                if len(data) != len(entry[4]) + sum(entry[3]):
                     raise CorruptObjectError(
                         f"{what} in {key!r}: blob sizes do not add up", key=key
                     )
@@ -1451,7 +1453,7 @@ def _owner(item: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _entry_size(entry: Sequence[Any]) -> int:
-    return len(entry[2]) + 64 if entry[0] == "i" else 64 * (1 + len(entry[2]))
+    return len(entry[2]) + 64 if entry[0] == "i" else 64 + 40 * len(entry[2]) + len(entry[4])
 
 
 def _thread_value(thread_id: object) -> str:
