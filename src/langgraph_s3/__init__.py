@@ -10,13 +10,16 @@ from langgraph_s3.errors import (
     InvalidConfigError,
     MissingDependencyError,
     MissingObjectError,
+    NotYetReplicatedError,
     ObjectError,
     S3SaverError,
     SerializationError,
     StorageNotFoundError,
     ThreadExistsError,
+    ThreadOwnedElsewhereError,
     UnsupportedFormatError,
 )
+from langgraph_s3.regions import CrossRegion
 from langgraph_s3.saver import S3Saver
 
 if TYPE_CHECKING:
@@ -26,15 +29,18 @@ __all__ = [
     "AsyncS3Saver",
     "CheckpointConflictError",
     "CorruptObjectError",
+    "CrossRegion",
     "InvalidConfigError",
     "MissingDependencyError",
     "MissingObjectError",
+    "NotYetReplicatedError",
     "ObjectError",
     "S3Saver",
     "S3SaverError",
     "SerializationError",
     "StorageNotFoundError",
     "ThreadExistsError",
+    "ThreadOwnedElsewhereError",
     "UnsupportedFormatError",
 ]
 

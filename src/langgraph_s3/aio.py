@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from typing_extensions import Unpack
 
 from langgraph_s3.errors import MissingDependencyError
 from langgraph_s3.operations import (
@@ -36,11 +37,11 @@ from langgraph_s3.operations import (
     translate,
 )
 from langgraph_s3.protocol import (
-    DEFAULT_INLINE_THRESHOLD,
     CreateBucket,
     Emit,
     Flow,
     SaverCore,
+    SaverOptions,
     T,
 )
 from langgraph_s3.saver import parse_conn_string
@@ -75,10 +76,9 @@ class AsyncS3Saver(SaverCore):
         serde: Serializer for values and metadata; pickle fallback is refused.
         compression_level: zstd level for objects.
         session: An ``aioboto3.Session`` to create clients from.
-        inline_threshold: See :class:`~langgraph_s3.S3Saver`.
-        max_concurrency: Most requests in flight at once for one call.
-        cache_bytes: Memory bound for the cache of content-addressed objects.
-        conflict_window: See :class:`~langgraph_s3.S3Saver`.
+        home_s3_client: An entered aiobotocore S3 client for the home region's bucket
+            (cross-region ``"home"`` read policy); created on first use if not given.
+        **options: See ``SaverOptions`` (the same options as ``S3Saver``).
     """
 
     def __init__(
@@ -94,10 +94,8 @@ class AsyncS3Saver(SaverCore):
         compression_level: int = 3,
         *,
         session: Any = None,
-        inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
-        max_concurrency: int = 16,
-        cache_bytes: int = 64 * 1024 * 1024,
-        conflict_window: float = 900.0,
+        home_s3_client: Any = None,
+        **options: Unpack[SaverOptions],
     ) -> None:
         if aioboto3 is None:
             raise MissingDependencyError(
@@ -110,16 +108,15 @@ class AsyncS3Saver(SaverCore):
             prefix=prefix,
             serde=serde,
             compression_level=compression_level,
-            inline_threshold=inline_threshold,
-            max_concurrency=max_concurrency,
-            cache_bytes=cache_bytes,
-            conflict_window=conflict_window,
+            region=region_name,
+            **options,
         )
         self.region_name = region_name
         self.endpoint_url = endpoint_url
         self._session = session
         self._s3 = s3_client
         self._ddb = dynamodb_client
+        self._home_s3 = home_s3_client
         self._stack: AsyncExitStack | None = None
         self._lock: asyncio.Lock | None = None
         self._sem: asyncio.Semaphore | None = None
@@ -184,6 +181,19 @@ class AsyncS3Saver(SaverCore):
                     )
         return self._s3, self._ddb
 
+    async def _home_client(self) -> Any:
+        if self._home_s3 is None:
+            assert self.cross_region is not None
+            await self._clients()
+            assert self._stack is not None
+            session = self._session or aioboto3.Session()
+            self._home_s3 = await self._stack.enter_async_context(
+                session.client(
+                    "s3", region_name=self.cross_region.home_region, endpoint_url=self.endpoint_url
+                )
+            )
+        return self._home_s3
+
     # -------------------------------------------------------------- driving
     async def _perform(self, op: Any) -> Any:
         from botocore.exceptions import ClientError
@@ -191,8 +201,12 @@ class AsyncS3Saver(SaverCore):
         s3, ddb = await self._clients()
         try:
             if isinstance(op, S3Get):
+                client, bucket = s3, self.bucket
+                if op.home:
+                    assert self.cross_region is not None and self.cross_region.home_bucket
+                    client, bucket = await self._home_client(), self.cross_region.home_bucket
                 try:
-                    resp = await s3.get_object(Bucket=self.bucket, Key=op.key)
+                    resp = await client.get_object(Bucket=bucket, Key=op.key)
                     async with resp["Body"] as body:
                         return await body.read()
                 except ClientError as exc:
@@ -358,6 +372,10 @@ class AsyncS3Saver(SaverCore):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads (see ``S3Saver.prune``)."""
         await self._run(self.prune_flow(thread_ids, strategy))
+
+    async def aclaim_thread(self, thread_id: str) -> str:
+        """Make this saver's region the owner of a thread (see ``S3Saver.claim_thread``)."""
+        return await self._run(self.claim_thread_flow(thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -7,6 +7,7 @@ question is memory, which the byte bound answers.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -16,18 +17,41 @@ V = TypeVar("V")
 
 
 class LRU(Generic[K, V]):
-    """Least-recently-used map bounded by entry count and by total ``size`` of values."""
+    """Least-recently-used map bounded by entry count, total ``size`` and optionally age.
 
-    def __init__(self, max_entries: int, max_bytes: int | None = None) -> None:
-        self._data: OrderedDict[K, tuple[V, int]] = OrderedDict()
+    ``ttl`` bounds how long an entry is trusted: the saver uses it for what it
+    *knows exists* in the bucket, because garbage collection may remove an object
+    that no checkpoint references any more (see docs/retention.md).
+    """
+
+    def __init__(
+        self,
+        max_entries: int,
+        max_bytes: int | None = None,
+        *,
+        ttl: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._data: OrderedDict[K, tuple[V, int, float]] = OrderedDict()
         self._max_entries = max_entries
         self._max_bytes = max_bytes
+        self._ttl = ttl
+        self._clock = clock
         self._bytes = 0
         self._lock = threading.Lock()
 
+    def _fresh(self, key: K) -> tuple[V, int, float] | None:
+        hit = self._data.get(key)
+        if hit is None:
+            return None
+        if self._ttl is not None and self._clock() - hit[2] > self._ttl:
+            self._bytes -= self._data.pop(key)[1]
+            return None
+        return hit
+
     def get(self, key: K) -> V | None:
         with self._lock:
-            hit = self._data.get(key)
+            hit = self._fresh(key)
             if hit is None:
                 return None
             self._data.move_to_end(key)
@@ -35,7 +59,7 @@ class LRU(Generic[K, V]):
 
     def __contains__(self, key: K) -> bool:
         with self._lock:
-            return key in self._data
+            return self._fresh(key) is not None
 
     def put(self, key: K, value: V, size: int = 0) -> None:
         if self._max_bytes is not None and size > self._max_bytes:
@@ -44,12 +68,12 @@ class LRU(Generic[K, V]):
             old = self._data.pop(key, None)
             if old is not None:
                 self._bytes -= old[1]
-            self._data[key] = (value, size)
+            self._data[key] = (value, size, self._clock())
             self._bytes += size
             while len(self._data) > self._max_entries or (
                 self._max_bytes is not None and self._bytes > self._max_bytes
             ):
-                _, (_, evicted) = self._data.popitem(last=False)
+                _, (_, evicted, _) = self._data.popitem(last=False)
                 self._bytes -= evicted
 
     def discard(self, predicate: Callable[[K], bool]) -> None:

@@ -84,3 +84,30 @@ class ThreadExistsError(S3SaverError):
 
 class MissingDependencyError(S3SaverError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class NotYetReplicatedError(MissingObjectError):
+    """A replica region's index is ahead of its bucket and the read policy gave up.
+
+    ``waited`` says how long the saver waited for replication (0 with the ``"fail"``
+    policy). Retry later, or read with the ``"home"`` policy.
+    """
+
+    def __init__(self, message: str, *, key: str, keys: list[str], waited: float) -> None:
+        super().__init__(message, key=key)
+        self.keys = keys
+        self.waited = waited
+
+
+class ThreadOwnedElsewhereError(S3SaverError):
+    """This region does not own the thread, so it may not write it.
+
+    Only the owning region writes a thread (DynamoDB global tables would otherwise
+    let two regions fork it). Hand the thread over with ``saver.claim_thread()``
+    once the old region has stopped writing it (see docs/cross-region.md).
+    """
+
+    def __init__(self, message: str, *, thread_id: str, owner: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.owner = owner

@@ -18,9 +18,13 @@ from langgraph_s3.errors import StorageNotFoundError
 
 @dataclass(frozen=True)
 class S3Get:
-    """Read an object. Result: its bytes, or ``None`` if there is no such key."""
+    """Read an object. Result: its bytes, or ``None`` if there is no such key.
+
+    ``home=True`` reads the home region's bucket (cross-region ``"home"`` policy).
+    """
 
     key: str
+    home: bool = False
 
 
 @dataclass(frozen=True)

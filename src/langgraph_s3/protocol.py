@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypedDict, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -41,9 +41,11 @@ from langgraph_s3.errors import (
     CorruptObjectError,
     InvalidConfigError,
     MissingObjectError,
+    NotYetReplicatedError,
     S3SaverError,
     SerializationError,
     ThreadExistsError,
+    ThreadOwnedElsewhereError,
 )
 from langgraph_s3.keys import Layout, check_checkpoint_id, normalize_prefix
 from langgraph_s3.lineage import Lineage
@@ -58,6 +60,7 @@ from langgraph_s3.operations import (
     S3Put,
     Sleep,
 )
+from langgraph_s3.regions import CrossRegion
 
 T = TypeVar("T")
 Flow = Generator[Any, Any, T]
@@ -73,6 +76,8 @@ _ITEM_BUDGET = 300 * 1024
 #: DynamoDB caps an update expression at 4 KB.
 _EXPR_BUDGET = 3800
 _GSI_RUN = "by_run"
+#: Sort key of the item naming the region that owns a thread (cross-region setups).
+OWNER_SK = "o"
 _QUERY_PAGE = 50
 _TXN_RETRIES = 5
 _BATCH_WRITE = 25
@@ -169,6 +174,34 @@ def _attr_idx(name: str) -> int | None:
     return None
 
 
+class SaverOptions(TypedDict, total=False):
+    """Keyword options shared by ``S3Saver`` and ``AsyncS3Saver``.
+
+    Attributes:
+        inline_threshold: Values whose serialized size is at most this many bytes are
+            kept inside the checkpoint object (default 16 KiB; see docs/layout.md).
+        max_concurrency: Most requests in flight at once for one call (default 16).
+        cache_bytes: Memory bound of each cache of content-addressed data (64 MiB).
+        conflict_window: Seconds for which reading the latest checkpoint guards the
+            next write against a concurrent writer (900; see docs/concurrency.md).
+        cache_ttl: Seconds for which the saver trusts that a blob it saw still exists
+            (1200). Garbage collection's grace period must be longer.
+        touch_on_read: Record reads of the latest checkpoint on the head item so
+            idle-thread retention counts them as activity (one extra write per read).
+        cross_region: Multi-region behaviour (see ``CrossRegion``).
+        clock: Wall clock in seconds (tests simulate long pauses with it).
+    """
+
+    inline_threshold: int
+    max_concurrency: int
+    cache_bytes: int
+    conflict_window: float
+    cache_ttl: float
+    touch_on_read: bool
+    cross_region: CrossRegion | None
+    clock: Callable[[], float]
+
+
 class SaverCore(BaseCheckpointSaver[str]):
     """Everything ``S3Saver`` and ``AsyncS3Saver`` share: configuration, caches, flows."""
 
@@ -184,6 +217,10 @@ class SaverCore(BaseCheckpointSaver[str]):
         max_concurrency: int = 16,
         cache_bytes: int = 64 * 1024 * 1024,
         conflict_window: float = 900.0,
+        cache_ttl: float = 1200.0,
+        touch_on_read: bool = False,
+        region: str | None = None,
+        cross_region: CrossRegion | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not isinstance(bucket, str) or not bucket:
@@ -198,6 +235,10 @@ class SaverCore(BaseCheckpointSaver[str]):
             raise InvalidConfigError("inline_threshold must be a non-negative int (bytes)")
         if not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise InvalidConfigError("max_concurrency must be a positive int")
+        if cross_region is not None and not region:
+            raise InvalidConfigError(
+                "cross_region needs the saver's own region: pass region_name='eu-west-1'"
+            )
         super().__init__(serde=serde or JsonPlusSerializer())
         if getattr(self.serde, "pickle_fallback", False) or getattr(
             getattr(self.serde, "serde", None), "pickle_fallback", False
@@ -213,13 +254,20 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.inline_threshold = inline_threshold
         self.max_concurrency = max_concurrency
         self.clock = clock
+        self.touch_on_read = touch_on_read
+        self.region = region
+        self.cross_region = cross_region
         # (thread, ns, channel, version) -> value entry; lets put() skip serializing
-        # channels whose version did not move.
-        self._entries: LRU[tuple[str, str, str, str], list[Any]] = LRU(50_000, cache_bytes)
+        # channels whose version did not move. Like _known_blobs it implies the
+        # blobs exist, so it is trusted for cache_ttl seconds only (garbage
+        # collection's grace period must be longer; see docs/retention.md).
+        self._entries: LRU[tuple[str, str, str, str], list[Any]] = LRU(
+            50_000, cache_bytes, ttl=cache_ttl
+        )
         # blob key -> payload; content-addressed, so never stale.
         self._blob_cache: LRU[str, bytes] = LRU(100_000, cache_bytes)
         # blob keys known to exist, so put() does not upload them again.
-        self._known_blobs: LRU[str, bool] = LRU(200_000)
+        self._known_blobs: LRU[str, bool] = LRU(200_000, ttl=cache_ttl)
         self._lineage = Lineage(window=conflict_window)
 
     # ------------------------------------------------------------------ input
@@ -325,6 +373,55 @@ class SaverCore(BaseCheckpointSaver[str]):
             raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key) from exc
         raise CorruptObjectError(f"{what} in {key!r} has unknown entry kind {kind!r}", key=key)
 
+    @property
+    def is_replica(self) -> bool:
+        """True when this saver runs outside the home region of a cross-region setup."""
+        return self.cross_region is not None and self.region != self.cross_region.home_region
+
+    def _get_objects(self, keys: Sequence[str]) -> Flow[list[bytes | None]]:
+        """GET objects concurrently; in a replica region apply the read policy to misses.
+
+        Objects are immutable and named by the index (checkpoint digest, content
+        address), so whatever comes back is exactly what the home region committed:
+        a replica either has the object or it does not, never an older version.
+        """
+        if not keys:
+            return []
+        bodies: list[bytes | None] = list((yield [S3Get(k) for k in keys]))
+        missing = [i for i, b in enumerate(bodies) if b is None]
+        if not missing or not self.is_replica:
+            return bodies
+        assert self.cross_region is not None
+        policy = self.cross_region.read_policy
+        waited = 0.0
+        if policy == "home":
+            got = yield [S3Get(keys[i], home=True) for i in missing]
+            for i, body in zip(missing, got, strict=True):
+                bodies[i] = body
+        elif policy == "wait":
+            delay = 0.05
+            while missing and waited < self.cross_region.max_wait:
+                step = min(delay, self.cross_region.max_wait - waited)
+                yield Sleep(step)
+                waited += step
+                delay = min(delay * 2, 5.0)
+                got = yield [S3Get(keys[i]) for i in missing]
+                for i, body in zip(missing, got, strict=True):
+                    bodies[i] = body
+                missing = [i for i in missing if bodies[i] is None]
+        missing = [i for i, b in enumerate(bodies) if b is None]
+        if missing:
+            absent = [keys[i] for i in missing]
+            raise NotYetReplicatedError(
+                f"{len(absent)} object(s) named by the index are not in region "
+                f"{self.region!r} yet (first {absent[0]!r}); read policy {policy!r} "
+                f"waited {waited:.1f}s. Retry later or use read_policy='home'",
+                key=absent[0],
+                keys=absent,
+                waited=waited,
+            )
+        return bodies
+
     def _fetch_blobs(self, keys: Iterable[str]) -> Flow[dict[str, bytes]]:
         """Read blobs not in the cache, all at once, verifying each content address."""
         out: dict[str, bytes] = {}
@@ -336,23 +433,24 @@ class SaverCore(BaseCheckpointSaver[str]):
             else:
                 out[key] = hit
         if wanted:
-            bodies = yield [S3Get(k) for k in wanted]
+            bodies = yield from self._get_objects(wanted)
             for key, body in zip(wanted, bodies, strict=True):
-                if body is None:
-                    raise MissingObjectError(
-                        f"blob {key!r} is referenced by the index but missing from bucket "
-                        f"{self.bucket!r}",
-                        key=key,
-                    )
-                payload = codec.unframe(body, key=key, kind=codec.KIND_BLOB)
-                if codec.digest(payload) != key.rsplit("/", 1)[1]:
-                    raise CorruptObjectError(
-                        f"blob {key!r} does not match its content address", key=key
-                    )
-                out[key] = payload
-                self._blob_cache.put(key, payload, len(payload))
-                self._known_blobs.put(key, True)
+                out[key] = self._check_blob(key, body)
         return out
+
+    def _check_blob(self, key: str, body: bytes | None) -> bytes:
+        """Verify a blob read from ``key`` and remember it."""
+        if body is None:
+            raise MissingObjectError(
+                f"blob {key!r} is referenced by the index but missing from bucket {self.bucket!r}",
+                key=key,
+            )
+        payload = codec.unframe(body, key=key, kind=codec.KIND_BLOB)
+        if codec.digest(payload) != key.rsplit("/", 1)[1]:
+            raise CorruptObjectError(f"blob {key!r} does not match its content address", key=key)
+        self._blob_cache.put(key, payload, len(payload))
+        self._known_blobs.put(key, True)
+        return payload
 
     # ------------------------------------------------------------------ put
     def put_flow(
@@ -482,6 +580,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             "TransactItems": [
                 {"Put": {"TableName": self.table, "Item": item}},
                 {"Update": head},
+                *self._ownership_check(item["pk"]),
             ]
         }
         for attempt in range(_TXN_RETRIES):
@@ -492,6 +591,8 @@ class SaverCore(BaseCheckpointSaver[str]):
                 return
             reasons = result.response.get("CancellationReasons") or []
             codes = [r.get("Code") for r in reasons]
+            if len(reasons) > 2 and codes[2] == "ConditionalCheckFailed":
+                raise self._not_owner(thread_id, reasons[2])
             if len(reasons) > 1 and codes[1] == "ConditionalCheckFailed":
                 actual = _str(reasons[1].get("Item", {}), "cid")
                 if actual == cid:
@@ -504,6 +605,60 @@ class SaverCore(BaseCheckpointSaver[str]):
         raise S3SaverError(
             f"committing checkpoint {cid!r} kept colliding with concurrent transactions"
         )
+
+    # ------------------------------------------------------------- regions
+    def _ownership_check(self, pk: dict[str, str]) -> list[dict[str, Any]]:
+        """A ConditionCheck that this region owns the thread (cross-region setups only)."""
+        if self.cross_region is None:
+            return []
+        home = self.region == self.cross_region.home_region
+        return [
+            {
+                "ConditionCheck": {
+                    "TableName": self.table,
+                    "Key": {"pk": pk, "sk": _s(OWNER_SK)},
+                    "ConditionExpression": (
+                        "attribute_not_exists(#r) OR #r = :me" if home else "#r = :me"
+                    ),
+                    "ExpressionAttributeNames": {"#r": "region"},
+                    "ExpressionAttributeValues": {":me": _s(cast(str, self.region))},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            }
+        ]
+
+    def _not_owner(self, thread_id: str, reason: Mapping[str, Any]) -> ThreadOwnedElsewhereError:
+        assert self.cross_region is not None
+        owner = _str(reason.get("Item", {}), "region") or self.cross_region.home_region
+        return ThreadOwnedElsewhereError(
+            f"thread {thread_id!r} is owned by region {owner!r}; this saver runs in "
+            f"{self.region!r} and may not write it. Hand it over with "
+            "saver.claim_thread(thread_id) once the owner has stopped writing it",
+            thread_id=thread_id,
+            owner=owner,
+        )
+
+    def claim_thread_flow(self, thread_id: str) -> Flow[str]:
+        """Make this saver's region the owner of a thread; returns the previous owner."""
+        if self.cross_region is None:
+            raise InvalidConfigError("claim_thread needs a cross_region configuration")
+        thread_id = _thread_value(thread_id)
+        result = yield Ddb(
+            "update_item",
+            {
+                "TableName": self.table,
+                "Key": {"pk": _s(self.layout.pk(thread_id)), "sk": _s(OWNER_SK)},
+                "UpdateExpression": "SET #r = :me, #th = :th, #at = :at",
+                "ExpressionAttributeNames": {"#r": "region", "#th": "th", "#at": "at"},
+                "ExpressionAttributeValues": {
+                    ":me": _s(cast(str, self.region)),
+                    ":th": _s(thread_id),
+                    ":at": _n(int(self.clock() * 1000)),
+                },
+                "ReturnValues": "ALL_OLD",
+            },
+        )
+        return _str(result.get("Attributes", {}), "region") or self.cross_region.home_region
 
     # ------------------------------------------------------------ put_writes
     def put_writes_flow(
@@ -582,22 +737,36 @@ class SaverCore(BaseCheckpointSaver[str]):
                 length = 0
             groups[-1].append(part)
             length += len(part[0]) + 2
+        owner_check = self._ownership_check(key["pk"])
         for group in groups:
             expr = "SET #tid = :tid, #tp = if_not_exists(#tp, :tp), #cid = :cid, " + ", ".join(
                 c for c, _, _ in group
             )
             values = dict(base_values)
             values.update({p: v for _, p, v in group})
-            yield Ddb(
-                "update_item",
-                {
-                    "TableName": self.table,
-                    "Key": key,
-                    "UpdateExpression": expr,
-                    "ExpressionAttributeNames": base_names,
-                    "ExpressionAttributeValues": values,
-                },
+            update = {
+                "TableName": self.table,
+                "Key": key,
+                "UpdateExpression": expr,
+                "ExpressionAttributeNames": base_names,
+                "ExpressionAttributeValues": values,
+            }
+            if not owner_check:
+                yield Ddb("update_item", update)
+                continue
+            # Cross-region: the write and the ownership check in one request.
+            result = yield Ddb(
+                "transact_write_items",
+                {"TransactItems": [{"Update": update}, *owner_check]},
+                expect=frozenset({"TransactionCanceledException"}),
             )
+            if isinstance(result, DdbFailure):
+                reasons = result.response.get("CancellationReasons") or []
+                if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
+                    raise self._not_owner(thread_id, reasons[1])
+                raise S3SaverError(
+                    f"storing writes of task {task_id!r} failed: {[r.get('Code') for r in reasons]}"
+                )
 
     # ------------------------------------------------------------ reading
     def _query(self, params: dict[str, Any]) -> Flow[list[dict[str, Any]]]:
@@ -656,6 +825,21 @@ class SaverCore(BaseCheckpointSaver[str]):
                 return None
             request = {**request, "ExclusiveStartKey": last}
 
+    def _touch(self, row: _Row) -> Flow[None]:
+        """Record a read on the head item, so retention counts it as activity."""
+        yield Ddb(
+            "update_item",
+            {
+                "TableName": self.table,
+                "Key": {"pk": row.item["pk"], "sk": _s(self.layout.head_sk(row.ns))},
+                "UpdateExpression": "SET #rd = :now",
+                "ConditionExpression": "attribute_exists(#c)",
+                "ExpressionAttributeNames": {"#rd": "rd", "#c": "cid"},
+                "ExpressionAttributeValues": {":now": _n(int(self.clock() * 1000))},
+            },
+            expect=frozenset({"ConditionalCheckFailedException"}),
+        )
+
     def _exact_flow(
         self, thread_id: str, ns: str, cid: str
     ) -> Flow[tuple[_Row, list[_WritesRow]] | None]:
@@ -683,6 +867,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             found = yield from self._latest_flow(thread_id, ns)
             # Remember what this run resumed from: its next put must find it still the head.
             self._lineage.observe(thread_id, ns, found[0].checkpoint_id if found else None)
+            if found is not None and self.touch_on_read:
+                yield from self._touch(found[0])
         else:
             found = yield from self._exact_flow(thread_id, ns, cid)
         if found is None:
@@ -690,8 +876,15 @@ class SaverCore(BaseCheckpointSaver[str]):
         tuples = yield from self._load_flow([found], config if cid is not None else None)
         return tuples[0]
 
+    def _object_key(self, row: _Row) -> str:
+        return self.layout.checkpoint_key(row.thread_id, row.ns, row.checkpoint_id, row.digest)
+
+    def _read_envelope(self, row: _Row) -> Flow[dict[str, Any]]:
+        bodies = yield from self._get_objects([self._object_key(row)])
+        return self._open_envelope(row, bodies[0])
+
     def _open_envelope(self, row: _Row, body: bytes | None) -> dict[str, Any]:
-        key = self.layout.checkpoint_key(row.thread_id, row.ns, row.checkpoint_id, row.digest)
+        key = self._object_key(row)
         if body is None:
             raise MissingObjectError(
                 f"checkpoint object {key!r} is referenced by the index but missing from "
@@ -731,13 +924,14 @@ class SaverCore(BaseCheckpointSaver[str]):
             for _, rec in w.records
             for k in self._entry_keys(row.thread_id, rec[1])
         ]
-        ops: list[Any] = [
-            S3Get(self.layout.checkpoint_key(r.thread_id, r.ns, r.checkpoint_id, r.digest))
-            for r, _ in found
-        ]
-        blob_flow = self._fetch_blobs(write_keys)
-        bodies = yield ops
-        write_payloads = yield from blob_flow
+        keys = [self._object_key(r) for r, _ in found]
+        # Checkpoint objects and pending-write blobs go out in the same round trip.
+        uncached = [k for k in dict.fromkeys(write_keys) if self._blob_cache.get(k) is None]
+        fetched = yield from self._get_objects(keys + uncached)
+        bodies = fetched[: len(keys)]
+        for key, body in zip(uncached, fetched[len(keys) :], strict=True):
+            self._check_blob(key, body)
+        write_payloads = yield from self._fetch_blobs(write_keys)  # all cached by now
         envs = [self._open_envelope(r, b) for (r, _), b in zip(found, bodies, strict=True)]
         value_keys = [
             k
@@ -1063,9 +1257,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             if (_is_checkpoint_item(item) or _is_writes_item(item)) and _owner(item) in doomed
         ]
         yield from self._delete_items(keys)
-        yield from self._delete_objects(
-            [self.layout.checkpoint_key(r.thread_id, r.ns, r.checkpoint_id, r.digest) for r in rows]
-        )
+        yield from self._delete_objects([self._object_key(r) for r in rows])
         heads: dict[tuple[str, str], list[str]] = {}
         for r in rows:
             heads.setdefault((r.item["pk"]["S"], r.ns), []).append(r.checkpoint_id)
@@ -1173,10 +1365,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         dst_pk = _s(self.layout.pk(dst))
         for start in range(0, len(rows), _LOAD_BATCH):
             batch = rows[start : start + _LOAD_BATCH]
-            bodies = yield [
-                S3Get(self.layout.checkpoint_key(r.thread_id, r.ns, r.checkpoint_id, r.digest))
-                for r in batch
-            ]
+            bodies = yield from self._get_objects([self._object_key(r) for r in batch])
             puts = []
             for row, body in zip(batch, bodies, strict=True):
                 env = self._open_envelope(row, body)
@@ -1245,10 +1434,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             keep.add(cursor)
             candidates = remaining - row.empty
             if candidates:
-                body = yield S3Get(
-                    self.layout.checkpoint_key(row.thread_id, row.ns, row.checkpoint_id, row.digest)
-                )
-                env = self._open_envelope(row, body)
+                env = yield from self._read_envelope(row)
                 remaining -= {ch for ch in candidates if ch in env["ch"]}
             cursor = row.parent_id
         return keep
@@ -1324,12 +1510,7 @@ class SaverCore(BaseCheckpointSaver[str]):
                 collected.append([(tid, rec[0], rec[1], sk) for _, tid, _, rec, sk in ws])
                 candidates = remaining - row.empty
                 if candidates:
-                    body = yield S3Get(
-                        self.layout.checkpoint_key(
-                            row.thread_id, row.ns, row.checkpoint_id, row.digest
-                        )
-                    )
-                    env = self._open_envelope(row, body)
+                    env = yield from self._read_envelope(row)
                     for ch in candidates:
                         if ch in env["ch"]:
                             seeds[ch] = (env["ch"][ch], env, row)

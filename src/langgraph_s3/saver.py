@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from typing_extensions import Unpack
 
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.operations import (
@@ -37,11 +38,11 @@ from langgraph_s3.operations import (
     translate,
 )
 from langgraph_s3.protocol import (
-    DEFAULT_INLINE_THRESHOLD,
     CreateBucket,
     Emit,
     Flow,
     SaverCore,
+    SaverOptions,
     T,
 )
 
@@ -93,12 +94,11 @@ class S3Saver(SaverCore):
         endpoint_url: Endpoint for clients the saver creates itself (moto, LocalStack).
         serde: Serializer for values and metadata; pickle fallback is refused.
         compression_level: zstd level for objects (1-22; 3 is fast and compact).
-        inline_threshold: Values whose serialized size is at most this many bytes are
-            kept inside the checkpoint object instead of a blob of their own.
-        max_concurrency: Most requests in flight at once for one call.
-        cache_bytes: Memory bound for the cache of content-addressed objects.
-        conflict_window: Seconds for which a read of the latest checkpoint guards the
-            next write against a concurrent writer (see ``docs/concurrency.md``).
+        home_s3_client: S3 client for the home region's bucket (cross-region ``"home"``
+            read policy); created on first use if not given.
+        **options: See ``SaverOptions``: ``inline_threshold``, ``max_concurrency``,
+            ``cache_bytes``, ``conflict_window``, ``cache_ttl``, ``touch_on_read``,
+            ``cross_region``, ``clock``.
     """
 
     def __init__(
@@ -113,10 +113,8 @@ class S3Saver(SaverCore):
         serde: SerializerProtocol | None = None,
         compression_level: int = 3,
         *,
-        inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
-        max_concurrency: int = 16,
-        cache_bytes: int = 64 * 1024 * 1024,
-        conflict_window: float = 900.0,
+        home_s3_client: Any = None,
+        **options: Unpack[SaverOptions],
     ) -> None:
         super().__init__(
             bucket=bucket,
@@ -124,15 +122,14 @@ class S3Saver(SaverCore):
             prefix=prefix,
             serde=serde,
             compression_level=compression_level,
-            inline_threshold=inline_threshold,
-            max_concurrency=max_concurrency,
-            cache_bytes=cache_bytes,
-            conflict_window=conflict_window,
+            region=region_name,
+            **options,
         )
         self.region_name = region_name
         self.endpoint_url = endpoint_url
         self._s3 = s3_client
         self._ddb = dynamodb_client
+        self._home_s3 = home_s3_client
         self._clients_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -176,6 +173,16 @@ class S3Saver(SaverCore):
                         self._ddb = boto3.client("dynamodb", config=config, **kw)
         return self._s3, self._ddb
 
+    def _home_client(self) -> Any:
+        if self._home_s3 is None:
+            import boto3
+
+            assert self.cross_region is not None
+            self._home_s3 = boto3.client(
+                "s3", region_name=self.cross_region.home_region, endpoint_url=self.endpoint_url
+            )
+        return self._home_s3
+
     @property
     def s3_client(self) -> Any:
         """The boto3 S3 client in use (created on first use if none was given)."""
@@ -202,8 +209,12 @@ class S3Saver(SaverCore):
         s3, ddb = self._clients()
         try:
             if isinstance(op, S3Get):
+                client, bucket = s3, self.bucket
+                if op.home:
+                    assert self.cross_region is not None and self.cross_region.home_bucket
+                    client, bucket = self._home_client(), self.cross_region.home_bucket
                 try:
-                    return s3.get_object(Bucket=self.bucket, Key=op.key)["Body"].read()
+                    return client.get_object(Bucket=bucket, Key=op.key)["Body"].read()
                 except ClientError as exc:
                     if is_missing_key(exc):
                         return None
@@ -369,6 +380,17 @@ class S3Saver(SaverCore):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` (per namespace, delta-channel aware) or ``"delete"``."""
         self._run(self.prune_flow(thread_ids, strategy))
+
+    def claim_thread(self, thread_id: str) -> str:
+        """Make this saver's region the owner of a thread (cross-region hand-over).
+
+        Call it only once the previous owner has stopped writing the thread and its
+        last writes have replicated (see docs/cross-region.md).
+
+        Returns:
+            The region that owned the thread before.
+        """
+        return self._run(self.claim_thread_flow(thread_id))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
