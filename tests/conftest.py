@@ -16,6 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
 
 os.environ.update(
     AWS_ACCESS_KEY_ID="testing",
@@ -27,6 +28,8 @@ for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDP
     os.environ.pop(_var, None)
 
 REGION = "us-east-1"
+# Savers use up to 16 requests at once; boto3's default pool of 10 would only warn.
+_POOL = Config(max_pool_connections=32)
 
 
 @pytest.fixture(scope="session")
@@ -54,10 +57,14 @@ class Backend:
     table: str = field(default_factory=lambda: f"lgs3-{uuid.uuid4().hex[:12]}")
 
     def s3(self) -> Any:
-        return boto3.client("s3", region_name=REGION, endpoint_url=self.endpoint_url)
+        return boto3.client(
+            "s3", region_name=REGION, endpoint_url=self.endpoint_url, config=_POOL
+        )
 
     def dynamodb(self) -> Any:
-        return boto3.client("dynamodb", region_name=REGION, endpoint_url=self.endpoint_url)
+        return boto3.client(
+            "dynamodb", region_name=REGION, endpoint_url=self.endpoint_url, config=_POOL
+        )
 
     def saver(self, **kwargs: Any) -> Any:
         """A brand-new S3Saver with brand-new clients, as a new Lambda container has."""

@@ -19,11 +19,65 @@ def main(argv: list[str] | None = None) -> int:
     )
     demo.add_arguments(demo_parser)
 
+    gc_parser = commands.add_parser(
+        "gc", help="expire idle threads and delete objects no checkpoint references"
+    )
+    gc_parser.add_argument("--bucket", required=True)
+    gc_parser.add_argument("--table", required=True)
+    gc_parser.add_argument("--prefix", default="")
+    gc_parser.add_argument("--region", default=None)
+    gc_parser.add_argument("--endpoint-url", default=None)
+    gc_parser.add_argument(
+        "--grace", default="1h", help="keep unreferenced objects this long (default 1h)"
+    )
+    gc_parser.add_argument(
+        "--idle-ttl", default=None, help="expire threads idle this long, e.g. 30d (default: never)"
+    )
+    gc_parser.add_argument(
+        "--expire-interrupted",
+        action="store_true",
+        help="also expire idle threads waiting on an interrupt (default: keep them)",
+    )
+    gc_parser.add_argument("--dry-run", action="store_true", help="report, delete nothing")
+    gc_parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    gc_parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo.run_demo(args)
+    if args.command == "gc":
+        return _gc(args)
     parser.error(f"unknown command {args.command}")
     return 2
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from langgraph_s3 import S3Saver
+    from langgraph_s3.gc import collect, parse_duration, progress_bar
+
+    try:
+        grace = parse_duration(args.grace)
+        idle_ttl = parse_duration(args.idle_ttl) if args.idle_ttl else None
+    except ValueError as exc:
+        print(f"langgraph-s3 gc: {exc}", file=sys.stderr)
+        return 2
+    saver = S3Saver(
+        bucket=args.bucket,
+        table=args.table,
+        prefix=args.prefix,
+        region_name=args.region,
+        endpoint_url=args.endpoint_url,
+    )
+    report = collect(
+        saver,
+        grace=grace,
+        idle_ttl=idle_ttl,
+        keep_interrupted=not args.expire_interrupted,
+        dry_run=args.dry_run,
+        progress=None if args.quiet else progress_bar(),
+    )
+    print(report.to_json() if args.json else report.summary())
+    return 1 if report.errors else 0
 
 
 if __name__ == "__main__":

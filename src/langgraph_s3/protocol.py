@@ -715,8 +715,13 @@ class SaverCore(BaseCheckpointSaver[str]):
             "pk": _s(self.layout.pk(thread_id)),
             "sk": _s(self.layout.writes_sk(ns, cid, task_id)),
         }
-        base_names = {"#tid": "tid", "#tp": "tp", "#cid": "cid"}
-        base_values: dict[str, Any] = {":tid": _s(task_id), ":tp": _s(task_path), ":cid": _s(cid)}
+        base_names = {"#tid": "tid", "#tp": "tp", "#cid": "cid", "#at": "at"}
+        base_values: dict[str, Any] = {
+            ":tid": _s(task_id),
+            ":tp": _s(task_path),
+            ":cid": _s(cid),
+            ":at": _n(int(self.clock() * 1000)),
+        }
         clauses: list[tuple[str, str, Any]] = []
         for i, data in packed.items():
             name = _write_attr(i)
@@ -739,8 +744,9 @@ class SaverCore(BaseCheckpointSaver[str]):
             length += len(part[0]) + 2
         owner_check = self._ownership_check(key["pk"])
         for group in groups:
-            expr = "SET #tid = :tid, #tp = if_not_exists(#tp, :tp), #cid = :cid, " + ", ".join(
-                c for c, _, _ in group
+            expr = (
+                "SET #tid = :tid, #tp = if_not_exists(#tp, :tp), #cid = :cid, #at = :at, "
+                + ", ".join(c for c, _, _ in group)
             )
             values = dict(base_values)
             values.update({p: v for _, p, v in group})

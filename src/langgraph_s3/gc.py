@@ -1,0 +1,320 @@
+"""Garbage collection and idle-thread retention.
+
+``collect(saver)`` (or ``await acollect(async_saver)``, or ``langgraph-s3 gc``):
+
+1. **Retention.** With ``idle_ttl``, a thread whose last write (or, with
+   ``touch_on_read``, last read) is older than ``idle_ttl`` is expired: its index
+   items are deleted. A thread paused on ``interrupt()`` is live work and is kept
+   unless ``keep_interrupted=False``.
+2. **Mark.** Every object referenced by the index: the checkpoint objects, the
+   blobs their values use and the blobs of large pending writes.
+3. **Sweep, in two phases.** An object that nothing references is *condemned*;
+   it is deleted by a later run only if it was already condemned at least
+   ``grace`` seconds earlier, is still unreferenced, and was last written more
+   than ``grace`` seconds ago. Writers upload objects before they commit, and a
+   saver trusts that a blob exists for ``cache_ttl`` seconds only, so with
+   ``grace > 2 * (cache_ttl + longest put)`` no committed checkpoint can lose an
+   object. Condemnations are kept in ``{prefix}.gc/state`` (``.`` never starts an
+   encoded thread segment, so it cannot collide with a thread).
+
+Only keys that match the saver's layout are ever considered: other objects in the
+bucket, or another saver's objects under a nested prefix, are never touched.
+See ``docs/retention.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langgraph_s3 import codec
+from langgraph_s3.errors import MissingObjectError, ObjectError
+from langgraph_s3.operations import S3Put
+from langgraph_s3.protocol import (
+    Flow,
+    SaverCore,
+    _is_checkpoint_item,
+    _is_writes_item,
+    _owner,
+    _parse_row,
+    _Row,
+    _s,
+)
+
+if TYPE_CHECKING:
+    from langgraph_s3.aio import AsyncS3Saver
+    from langgraph_s3.saver import S3Saver
+
+STATE_KEY = ".gc/state"
+DEFAULT_GRACE = 3600.0
+_INTERRUPT_ATTR = "m3"  # pending write index -3 is __interrupt__ (WRITES_IDX_MAP)
+_OBJECT_KEY = re.compile(r"[^/]+/(?:c/[^/]+/[A-Za-z0-9_:-]{1,128}\.[0-9a-f]{32}|b/[0-9a-f]{64})")
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class GcReport:
+    """What a collection run did (or, with ``dry_run``, would do)."""
+
+    dry_run: bool
+    threads: int = 0
+    threads_expired: list[str] = field(default_factory=list)
+    threads_kept_interrupted: list[str] = field(default_factory=list)
+    objects: int = 0
+    objects_referenced: int = 0
+    objects_condemned: int = 0
+    objects_deleted: int = 0
+    bytes_deleted: int = 0
+    orphan_writes: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        return (
+            f"{self.threads} thread(s), {len(self.threads_expired)} expired"
+            f" ({len(self.threads_kept_interrupted)} kept: waiting on an interrupt); "
+            f"{self.objects} object(s), {self.objects_referenced} referenced, "
+            f"{self.objects_condemned} condemned (waiting out the grace period), "
+            f"{verb} {self.objects_deleted} ({self.bytes_deleted} bytes) and "
+            f"{self.orphan_writes} pending-write item(s) of checkpoints never committed"
+            + (f"; {len(self.errors)} error(s)" if self.errors else "")
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+def collect_flow(
+    core: SaverCore,
+    *,
+    grace: float = DEFAULT_GRACE,
+    idle_ttl: float | None = None,
+    keep_interrupted: bool = True,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> Flow[GcReport]:
+    """The collection run as a flow (see the module docstring)."""
+    if grace < 0 or (idle_ttl is not None and idle_ttl <= 0):
+        raise ValueError("grace must be >= 0 and idle_ttl > 0 seconds")
+    now = core.clock()
+    report = GcReport(dry_run=dry_run)
+    tick = progress or (lambda stage, done, total: None)
+
+    # --- the index, grouped by thread -----------------------------------------
+    params: dict[str, Any] = {"TableName": core.table}
+    if core.layout.prefix:
+        params["FilterExpression"] = "begins_with(pk, :p)"
+        params["ExpressionAttributeValues"] = {":p": _s(core.layout.prefix)}
+    items = yield from core._query(params)
+    threads: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        if core.layout.owns_pk(item["pk"]["S"]):
+            threads.setdefault(item["pk"]["S"], []).append(item)
+    report.threads = len(threads)
+
+    # --- retention ----------------------------------------------------------------
+    if idle_ttl is not None:
+        expired_pks = []
+        for pk, thread_items in threads.items():
+            last = max(
+                (
+                    max(int(i.get("at", {}).get("N", 0)), int(i.get("rd", {}).get("N", 0)))
+                    for i in thread_items
+                    if i["sk"]["S"].startswith("h#")
+                ),
+                default=max(
+                    (int(i.get("at", {}).get("N", 0)) for i in thread_items if "at" in i),
+                    default=0,
+                ),
+            )
+            if now * 1000 - last <= idle_ttl * 1000:
+                continue
+            thread_id = _thread_id(thread_items)
+            if keep_interrupted and _waiting_on_interrupt(thread_items):
+                report.threads_kept_interrupted.append(thread_id)
+                continue
+            report.threads_expired.append(thread_id)
+            expired_pks.append(pk)
+        for i, pk in enumerate(expired_pks):
+            if not dry_run:
+                yield from core._delete_items(
+                    [{"pk": it["pk"], "sk": it["sk"]} for it in threads[pk]]
+                )
+            tick("expire", i + 1, len(expired_pks))
+        for pk in expired_pks:
+            del threads[pk]  # its objects are now unreferenced and go through the sweep
+
+    # --- mark -----------------------------------------------------------------------
+    referenced: set[str] = set()
+    protected: list[str] = []  # thread folders whose references are unknown
+    rows: list[_Row] = []
+    orphan_writes: list[dict[str, Any]] = []
+    for thread_items in threads.values():
+        committed = {_owner(i) for i in thread_items if _is_checkpoint_item(i)}
+        for item in thread_items:
+            if _is_checkpoint_item(item):
+                rows.append(_parse_row(item))
+            elif _is_writes_item(item):
+                # Writes for a checkpoint that never committed (LangGraph saves task
+                # writes while the checkpoint's own put is still in flight, and that
+                # put may fail) are garbage once they are older than the grace period.
+                written = int(item.get("at", {}).get("N", 0)) / 1000
+                if _owner(item) not in committed and now - written >= grace:
+                    orphan_writes.append({"pk": item["pk"], "sk": item["sk"]})
+                    continue
+                w = core._writes_of(item)
+                thread_id = _thread_id(thread_items)
+                for _, rec in w.records:
+                    referenced.update(core._entry_keys(thread_id, rec[1]))
+    report.orphan_writes = len(orphan_writes)
+    if orphan_writes and not dry_run:
+        yield from core._delete_items(orphan_writes)
+    batch = 32
+    for start in range(0, len(rows), batch):
+        part = rows[start : start + batch]
+        bodies = yield from core._get_objects([core._object_key(r) for r in part])
+        for row, body in zip(part, bodies, strict=True):
+            referenced.add(core._object_key(row))
+            try:
+                env = core._open_envelope(row, body)
+            except ObjectError as exc:
+                # Its references are unknown, so nothing of its thread is swept this run.
+                # A missing object usually means prune/delete removed the checkpoint
+                # after the index was read; anything else is damage worth reporting.
+                protected.append(core.layout.thread_prefix(row.thread_id))
+                if not isinstance(exc, MissingObjectError):
+                    report.errors.append(str(exc))
+                continue
+            for entry in env["ch"].values():
+                referenced.update(core._entry_keys(row.thread_id, entry))
+        tick("mark", min(start + batch, len(rows)), len(rows))
+    protected_prefixes = tuple(protected)
+
+    # --- sweep ----------------------------------------------------------------------
+    listing = yield from core._list_keys(core.layout.prefix)
+    state_key = core.layout.prefix + STATE_KEY
+    state_body = (yield from core._get_objects([state_key]))[0]
+    condemned_before: dict[str, float] = (
+        json.loads(codec.unframe(state_body, key=state_key, kind=codec.KIND_BLOB))
+        if state_body
+        else {}
+    )
+    condemned_now: dict[str, float] = {}
+    doomed: list[tuple[str, int]] = []
+    for key, modified, size in listing:
+        relative = key[len(core.layout.prefix) :]
+        if not _OBJECT_KEY.fullmatch(relative):
+            continue  # not ours (or the collector's own state)
+        report.objects += 1
+        if key in referenced or key.startswith(protected_prefixes):
+            report.objects_referenced += 1
+            continue
+        since = condemned_before.get(key, now)
+        if now - since >= grace and now - modified >= grace:
+            doomed.append((key, size))
+        else:
+            condemned_now[key] = since
+    report.objects_condemned = len(condemned_now)
+    report.objects_deleted = len(doomed)
+    report.bytes_deleted = sum(size for _, size in doomed)
+    if not dry_run:
+        keys = [k for k, _ in doomed]
+        for start in range(0, len(keys), 1000):
+            yield from core._delete_objects(keys[start : start + 1000])
+            tick("sweep", min(start + 1000, len(keys)), len(keys))
+        body = codec.frame(codec.KIND_BLOB, json.dumps(condemned_now).encode(), 3)
+        yield S3Put(state_key, body)
+    return report
+
+
+def _thread_id(items: list[dict[str, Any]]) -> str:
+    return str(next((i["th"]["S"] for i in items if "th" in i), items[0]["pk"]["S"]))
+
+
+def _waiting_on_interrupt(items: list[dict[str, Any]]) -> bool:
+    """True if the root namespace's latest checkpoint has a pending ``__interrupt__``."""
+    root = [_parse_row(i) for i in items if _is_checkpoint_item(i) and i["ns"]["S"] == ""]
+    if not root:
+        return False
+    latest = max(root, key=lambda r: r.checkpoint_id)
+    prefix = latest.item["sk"]["S"] + "#w#"
+    return any(i["sk"]["S"].startswith(prefix) and _INTERRUPT_ATTR in i for i in items)
+
+
+def collect(saver: S3Saver, **kwargs: Any) -> GcReport:
+    """Run a collection with a sync saver. Keyword arguments as ``collect_flow``."""
+    return saver._run(collect_flow(saver, **kwargs))
+
+
+async def acollect(saver: AsyncS3Saver, **kwargs: Any) -> GcReport:
+    """Run a collection with an async saver. Keyword arguments as ``collect_flow``."""
+    return await saver._run(collect_flow(saver, **kwargs))
+
+
+def progress_bar(stream: Any = sys.stderr) -> Progress:
+    """A one-line text progress bar for the command line."""
+
+    def show(stage: str, done: int, total: int) -> None:
+        width = 30
+        filled = width if total == 0 else width * done // total
+        stream.write(f"\r{stage:>7} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``6h``, ``7d`` -> seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not match:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 6h, 7d)")
+    factor = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+    return float(match.group(1)) * factor
+
+
+def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """Scheduled collection in Lambda; configured by environment variables.
+
+    ``CHECKPOINT_BUCKET``, ``CHECKPOINT_TABLE``, ``CHECKPOINT_PREFIX``,
+    ``GC_GRACE`` (default ``1h``), ``GC_IDLE_TTL`` (unset: no expiry),
+    ``GC_EXPIRE_INTERRUPTED`` (``true`` to expire threads waiting on an interrupt),
+    ``GC_DRY_RUN`` (``true``).
+    """
+    import os
+
+    from langgraph_s3.saver import S3Saver
+
+    saver = S3Saver(
+        bucket=os.environ["CHECKPOINT_BUCKET"],
+        table=os.environ["CHECKPOINT_TABLE"],
+        prefix=os.environ.get("CHECKPOINT_PREFIX", ""),
+    )
+    ttl = os.environ.get("GC_IDLE_TTL")
+    report = collect(
+        saver,
+        grace=parse_duration(os.environ.get("GC_GRACE", "1h")),
+        idle_ttl=parse_duration(ttl) if ttl else None,
+        keep_interrupted=os.environ.get("GC_EXPIRE_INTERRUPTED", "").lower() != "true",
+        dry_run=os.environ.get("GC_DRY_RUN", "").lower() == "true",
+    )
+    print(report.summary())
+    return asdict(report)
+
+
+__all__ = [
+    "DEFAULT_GRACE",
+    "GcReport",
+    "acollect",
+    "collect",
+    "collect_flow",
+    "lambda_handler",
+    "parse_duration",
+    "progress_bar",
+]

@@ -1,0 +1,283 @@
+"""Retention and garbage collection: long pauses survive, garbage goes, nothing live is lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, TypedDict
+
+import pytest
+from botocore.exceptions import ClientError
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+
+from langgraph_s3 import S3Saver
+from langgraph_s3.gc import collect, parse_duration
+from tests.conftest import Backend
+
+DAY = 86400.0
+HOUR = 3600.0
+
+
+class Clock:
+    """A wall clock the test moves by hand (starts at the real time)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class State(TypedDict, total=False):
+    request: str
+    document: str
+    decision: str
+    outcome: str
+
+
+def approval_graph(saver: S3Saver) -> Any:
+    def draft(state: State) -> State:
+        return {"document": state["request"] * 4000}  # ~40 KB: stored as a blob
+
+    def approve(state: State) -> State:
+        return {"decision": "yes" if interrupt("approve?") else "no"}
+
+    def act(state: State) -> State:
+        return {"outcome": f"{state['decision']}:{len(state['document'])}"}
+
+    b = StateGraph(State)
+    b.add_node("draft", draft)
+    b.add_node("approve", approve)
+    b.add_node("act", act)
+    b.add_edge(START, "draft")
+    b.add_edge("draft", "approve")
+    b.add_edge("approve", "act")
+    b.add_edge("act", END)
+    return b.compile(checkpointer=saver)
+
+
+def thread_objects(backend: Backend, saver: S3Saver, thread_id: str) -> set[str]:
+    prefix = saver.layout.thread_prefix(thread_id)
+    return {k for k in backend.object_keys() if k.startswith(prefix)}
+
+
+def test_week_long_pause_survives_then_idle_thread_is_collected(backend: Backend) -> None:
+    clock = Clock()
+    cfg = {"configurable": {"thread_id": "refund-7"}}
+    approval_graph(backend.saver(clock=clock)).invoke({"request": "refund order 7 "}, cfg)
+    needed = thread_objects(backend, backend.saver(), "refund-7")
+    assert any("/b/" in k for k in needed), "the document should be a blob"
+
+    # A week passes with the approval pending; the collector runs every day with a
+    # 3.5-day idle TTL. The pending thread is kept and loses nothing.
+    for day in range(1, 8):
+        clock.advance(DAY)
+        report = collect(backend.saver(clock=clock), grace=HOUR, idle_ttl=3.5 * DAY)
+        idle = day > 3.5
+        assert report.threads_kept_interrupted == (["refund-7"] if idle else [])
+        assert report.threads_expired == []
+        assert report.objects_deleted == 0
+    assert needed <= thread_objects(backend, backend.saver(), "refund-7")
+
+    # Approved a week later, from a brand-new saver: the graph completes.
+    result = approval_graph(backend.saver(clock=clock)).invoke(Command(resume=True), cfg)
+    assert result["outcome"] == f"yes:{len('refund order 7 ') * 4000}"
+
+    # Idle past the TTL: expired at the next run, objects condemned, then deleted
+    # by the first run after the grace period, not before.
+    clock.advance(4 * DAY)
+    report = collect(backend.saver(clock=clock), grace=HOUR, idle_ttl=3 * DAY)
+    assert report.threads_expired == ["refund-7"]
+    assert report.objects_deleted == 0 and report.objects_condemned >= len(needed)
+    assert backend.saver().get_tuple(cfg) is None
+    clock.advance(HOUR / 2)
+    assert collect(backend.saver(clock=clock), grace=HOUR).objects_deleted == 0
+    clock.advance(HOUR)
+    report = collect(backend.saver(clock=clock), grace=HOUR)
+    assert report.objects_deleted >= len(needed)
+    assert thread_objects(backend, backend.saver(), "refund-7") == set()
+
+
+def test_idle_interrupted_thread_expires_when_configured(inproc_backend: Backend) -> None:
+    clock = Clock()
+    cfg = {"configurable": {"thread_id": "t-int"}}
+    approval_graph(inproc_backend.saver(clock=clock)).invoke({"request": "x"}, cfg)
+    clock.advance(10 * DAY)
+    report = collect(
+        inproc_backend.saver(clock=clock), idle_ttl=3 * DAY, keep_interrupted=False
+    )
+    assert report.threads_expired == ["t-int"]
+    assert inproc_backend.saver().get_tuple(cfg) is None
+
+
+def test_reads_refresh_idle_time_with_touch_on_read(inproc_backend: Backend) -> None:
+    clock = Clock()
+    saver = inproc_backend.saver(clock=clock, touch_on_read=True)
+    cfg = {"configurable": {"thread_id": "read-often"}}
+    approval_graph(saver).invoke({"request": "x"}, cfg)
+    approval_graph(saver).invoke(Command(resume=False), cfg)  # finished, not interrupted
+    for _ in range(5):
+        clock.advance(2 * DAY)
+        assert saver.get_tuple(cfg) is not None  # a read every two days
+        report = collect(inproc_backend.saver(clock=clock), idle_ttl=3 * DAY)
+        assert report.threads_expired == []
+    clock.advance(4 * DAY)
+    report = collect(inproc_backend.saver(clock=clock), idle_ttl=3 * DAY)
+    assert report.threads_expired == ["read-often"]
+
+
+def test_orphans_of_a_failed_write_are_collected_after_grace_not_before(
+    inproc_backend: Backend,
+) -> None:
+    clock = Clock()
+    saver = inproc_backend.saver(clock=clock)
+    cfg = {"configurable": {"thread_id": "half"}}
+    graph = approval_graph(saver)
+    graph.invoke({"request": "committed "}, cfg)
+    committed = thread_objects(inproc_backend, saver, "half")
+
+    # The next write uploads its objects, then the commit fails (a crashed Lambda).
+    failing = inproc_backend.saver(clock=clock)
+
+    def refuse(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "InternalServerError"}}, "TransactWriteItems")
+
+    failing.dynamodb_client.meta.events.register(
+        "before-call.dynamodb.TransactWriteItems", refuse
+    )
+    with pytest.raises(ClientError):
+        approval_graph(failing).invoke({"request": "never committed "}, {
+            "configurable": {"thread_id": "half"}
+        })
+    orphans = thread_objects(inproc_backend, saver, "half") - committed
+    assert orphans, "the failed write should have left objects behind"
+
+    # LangGraph may have stored task writes for the checkpoint that never committed
+    # (they are saved while the checkpoint's put is in flight): they keep their blobs
+    # until they are older than the grace period, then go too.
+    first = collect(inproc_backend.saver(clock=clock), grace=HOUR)
+    assert first.objects_deleted == 0 and first.orphan_writes == 0
+    assert 0 < first.objects_condemned <= len(orphans)
+    clock.advance(HOUR - 60)
+    assert collect(inproc_backend.saver(clock=clock), grace=HOUR).objects_deleted == 0
+    clock.advance(120)
+    collect(inproc_backend.saver(clock=clock), grace=HOUR)  # condemns what the writes held
+    clock.advance(HOUR + 60)
+    last = collect(inproc_backend.saver(clock=clock), grace=HOUR)
+    assert last.objects_deleted > 0 and last.objects_condemned == 0
+    assert thread_objects(inproc_backend, saver, "half") == committed
+    fresh = approval_graph(inproc_backend.saver())
+    assert fresh.get_state(cfg).next == ("approve",)
+    assert fresh.invoke(Command(resume=True), cfg)["outcome"].startswith("yes:")
+
+
+def test_collector_never_removes_what_a_committed_checkpoint_needs(
+    server_backend: Backend,
+) -> None:
+    """Writers, a pruner and the collector run at once; afterwards every committed
+    checkpoint loads completely."""
+    grace, ttl = 1.0, 0.1  # grace > 2 * (cache_ttl + a put)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    threads = [f"w{i}" for i in range(3)]
+
+    def writer(thread_id: str) -> None:
+        saver = server_backend.saver(cache_ttl=ttl)
+        graph = approval_graph(saver)
+        cfg = {"configurable": {"thread_id": thread_id}}
+        n = 0
+        # w0 cycles through three documents, so blobs that pruning orphaned come back
+        # into use (the race the grace period exists for); the others always write new
+        # documents, so pruning leaves real garbage for the collector.
+        cycle = 3 if thread_id == "w0" else 10**9
+        try:
+            while not stop.is_set():
+                graph.invoke({"request": f"{thread_id}-{n % cycle} "}, cfg)
+                graph.invoke(Command(resume=n % 2 == 0), cfg)
+                n += 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def pruner() -> None:
+        saver = server_backend.saver(cache_ttl=ttl)
+        try:
+            while not stop.is_set():
+                saver.prune(threads, strategy="keep_latest")
+                time.sleep(0.15)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    workers = [threading.Thread(target=writer, args=(t,)) for t in threads]
+    workers.append(threading.Thread(target=pruner))
+    for w in workers:
+        w.start()
+    deleted = 0
+    deadline = time.time() + 8
+    while time.time() < deadline:
+        report = collect(server_backend.saver(), grace=grace)
+        assert not report.errors, report.errors
+        deleted += report.objects_deleted
+        time.sleep(0.1)
+    stop.set()
+    for w in workers:
+        w.join()
+    assert not errors, errors
+    assert deleted > 0, "the collector should have had garbage to delete"
+
+    reader = server_backend.saver()
+    loaded = 0
+    for thread_id in threads:
+        for tup in reader.list({"configurable": {"thread_id": thread_id}}):
+            full = server_backend.saver().get_tuple(tup.config)
+            assert full is not None and full.checkpoint["id"] == tup.checkpoint["id"]
+            loaded += 1
+    assert loaded >= len(threads)
+
+
+def test_dry_run_deletes_nothing_and_cli_reports(server_backend: Backend) -> None:
+    saver = server_backend.saver()
+    approval_graph(saver).invoke({"request": "x "}, {"configurable": {"thread_id": "cli"}})
+    saver.delete_thread("cli")  # index gone: everything is garbage now
+    before = server_backend.object_keys()
+    env = {"AWS_ENDPOINT_URL": server_backend.endpoint_url or ""}
+    cmd = [
+        sys.executable, "-m", "langgraph_s3", "gc", "--bucket", server_backend.bucket,
+        "--table", server_backend.table, "--region", "us-east-1", "--grace", "0s",
+        "--endpoint-url", server_backend.endpoint_url or "", "--json", "--quiet",
+    ]
+    out = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, check=True, env={
+        **__import__("os").environ, **env})
+    report = json.loads(out.stdout)
+    assert report["dry_run"] is True and report["objects_deleted"] == 0
+    assert server_backend.object_keys() == before
+    # delete_thread already removed the objects: nothing of ours is left to collect
+    assert report["objects"] == 0
+
+
+def test_foreign_objects_under_the_prefix_are_never_touched(inproc_backend: Backend) -> None:
+    saver = inproc_backend.saver(prefix="app/")
+    s3 = inproc_backend.s3()
+    foreign = ["app/readme.txt", "app/t1/b/not-a-digest", "app/nested/t2/b/" + "a" * 64]
+    for key in foreign:
+        s3.put_object(Bucket=inproc_backend.bucket, Key=key, Body=b"keep me")
+    clock = Clock()
+    for _ in range(3):
+        collect(inproc_backend.saver(prefix="app/", clock=clock), grace=0)
+        clock.advance(DAY)
+    assert set(foreign) <= set(inproc_backend.object_keys())
+    assert saver.layout.prefix == "app/"
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("90") == 90
+    assert parse_duration("15m") == 900
+    assert parse_duration("7d") == 7 * DAY
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration("soon")
