@@ -57,9 +57,7 @@ class Backend:
     table: str = field(default_factory=lambda: f"lgs3-{uuid.uuid4().hex[:12]}")
 
     def s3(self) -> Any:
-        return boto3.client(
-            "s3", region_name=REGION, endpoint_url=self.endpoint_url, config=_POOL
-        )
+        return boto3.client("s3", region_name=REGION, endpoint_url=self.endpoint_url, config=_POOL)
 
     def dynamodb(self) -> Any:
         return boto3.client(

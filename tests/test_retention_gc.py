@@ -110,9 +110,7 @@ def test_idle_interrupted_thread_expires_when_configured(inproc_backend: Backend
     cfg = {"configurable": {"thread_id": "t-int"}}
     approval_graph(inproc_backend.saver(clock=clock)).invoke({"request": "x"}, cfg)
     clock.advance(10 * DAY)
-    report = collect(
-        inproc_backend.saver(clock=clock), idle_ttl=3 * DAY, keep_interrupted=False
-    )
+    report = collect(inproc_backend.saver(clock=clock), idle_ttl=3 * DAY, keep_interrupted=False)
     assert report.threads_expired == ["t-int"]
     assert inproc_backend.saver().get_tuple(cfg) is None
 
@@ -149,13 +147,11 @@ def test_orphans_of_a_failed_write_are_collected_after_grace_not_before(
     def refuse(**_: Any) -> None:
         raise ClientError({"Error": {"Code": "InternalServerError"}}, "TransactWriteItems")
 
-    failing.dynamodb_client.meta.events.register(
-        "before-call.dynamodb.TransactWriteItems", refuse
-    )
+    failing.dynamodb_client.meta.events.register("before-call.dynamodb.TransactWriteItems", refuse)
     with pytest.raises(ClientError):
-        approval_graph(failing).invoke({"request": "never committed "}, {
-            "configurable": {"thread_id": "half"}
-        })
+        approval_graph(failing).invoke(
+            {"request": "never committed "}, {"configurable": {"thread_id": "half"}}
+        )
     orphans = thread_objects(inproc_backend, saver, "half") - committed
     assert orphans, "the failed write should have left objects behind"
 
@@ -202,7 +198,7 @@ def test_collector_never_removes_what_a_committed_checkpoint_needs(
                 graph.invoke({"request": f"{thread_id}-{n % cycle} "}, cfg)
                 graph.invoke(Command(resume=n % 2 == 0), cfg)
                 n += 1
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     def pruner() -> None:
@@ -211,7 +207,7 @@ def test_collector_never_removes_what_a_committed_checkpoint_needs(
             while not stop.is_set():
                 saver.prune(threads, strategy="keep_latest")
                 time.sleep(0.15)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     workers = [threading.Thread(target=writer, args=(t,)) for t in threads]
@@ -248,12 +244,30 @@ def test_dry_run_deletes_nothing_and_cli_reports(server_backend: Backend) -> Non
     before = server_backend.object_keys()
     env = {"AWS_ENDPOINT_URL": server_backend.endpoint_url or ""}
     cmd = [
-        sys.executable, "-m", "langgraph_s3", "gc", "--bucket", server_backend.bucket,
-        "--table", server_backend.table, "--region", "us-east-1", "--grace", "0s",
-        "--endpoint-url", server_backend.endpoint_url or "", "--json", "--quiet",
+        sys.executable,
+        "-m",
+        "langgraph_s3",
+        "gc",
+        "--bucket",
+        server_backend.bucket,
+        "--table",
+        server_backend.table,
+        "--region",
+        "us-east-1",
+        "--grace",
+        "0s",
+        "--endpoint-url",
+        server_backend.endpoint_url or "",
+        "--json",
+        "--quiet",
     ]
-    out = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, check=True, env={
-        **__import__("os").environ, **env})
+    out = subprocess.run(
+        [*cmd, "--dry-run"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**__import__("os").environ, **env},
+    )
     report = json.loads(out.stdout)
     assert report["dry_run"] is True and report["objects_deleted"] == 0
     assert server_backend.object_keys() == before
