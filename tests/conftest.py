@@ -28,6 +28,40 @@ for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDP
     os.environ.pop(_var, None)
 
 REGION = "us-east-1"
+
+
+def _serialize_moto() -> None:
+    """Handle one moto request at a time.
+
+    moto is not thread-safe: its TransactWriteItems deep-copies the table for
+    rollback while another thread may be writing it (LangGraph saves task writes
+    concurrently with the checkpoint's commit), which crashes moto with "dictionary
+    changed size during iteration". Serializing moto's request handling fixes that
+    without touching what it emulates; client-side concurrency and latency injected
+    before a request is sent are unaffected.
+    """
+    import threading
+
+    from moto.core.botocore_stubber import BotocoreStubber
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    lock = threading.RLock()
+    stub_call = BotocoreStubber.__call__
+    app_call = DomainDispatcherApplication.__call__
+
+    def locked_stub(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return stub_call(self, *args, **kwargs)
+
+    def locked_app(self: Any, environ: Any, start_response: Any) -> Any:
+        with lock:
+            return app_call(self, environ, start_response)
+
+    BotocoreStubber.__call__ = locked_stub  # type: ignore[method-assign]
+    DomainDispatcherApplication.__call__ = locked_app  # type: ignore[method-assign]
+
+
+_serialize_moto()
 # Savers use up to 16 requests at once; boto3's default pool of 10 would only warn.
 _POOL = Config(max_pool_connections=32)
 
