@@ -22,22 +22,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from typing_extensions import Unpack
 
 from langgraph_s3.errors import MissingDependencyError
-from langgraph_s3.operations import (
-    Ddb,
-    DdbFailure,
-    ListPage,
-    S3Copy,
-    S3Delete,
-    S3Get,
-    S3List,
-    S3Put,
-    Sleep,
-    error_code,
-    is_missing_key,
-    translate,
-)
+from langgraph_s3.operations import DYNAMODB, S3, S3Get, Sleep, call_spec, failed, finish
 from langgraph_s3.protocol import (
-    CreateBucket,
     Emit,
     Flow,
     SaverCore,
@@ -198,79 +184,21 @@ class AsyncS3Saver(SaverCore):
     async def _perform(self, op: Any) -> Any:
         from botocore.exceptions import ClientError
 
+        if isinstance(op, Sleep):
+            await asyncio.sleep(op.seconds)
+            return None
         s3, ddb = await self._clients()
+        home_bucket = self.cross_region.home_bucket if self.cross_region else None
+        target, method, params = call_spec(op, self.bucket, home_bucket)
+        client = {S3: s3, DYNAMODB: ddb}.get(target) or await self._home_client()
         try:
+            response = await getattr(client, method)(**params)
             if isinstance(op, S3Get):
-                client, bucket = s3, self.bucket
-                if op.home:
-                    assert self.cross_region is not None and self.cross_region.home_bucket
-                    client, bucket = await self._home_client(), self.cross_region.home_bucket
-                try:
-                    resp = await client.get_object(Bucket=bucket, Key=op.key)
-                    async with resp["Body"] as body:
-                        return await body.read()
-                except ClientError as exc:
-                    if is_missing_key(exc):
-                        return None
-                    raise
-            if isinstance(op, Ddb):
-                try:
-                    return await getattr(ddb, op.op)(**op.params)
-                except ClientError as exc:
-                    if error_code(exc) in op.expect:
-                        return DdbFailure(error_code(exc), exc.response)
-                    raise
-            if isinstance(op, S3Put):
-                await s3.put_object(Bucket=self.bucket, Key=op.key, Body=op.body)
-                return None
-            if isinstance(op, S3List):
-                kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": op.prefix}
-                if op.token:
-                    kw["ContinuationToken"] = op.token
-                page = await s3.list_objects_v2(**kw)
-                return ListPage(
-                    [
-                        (o["Key"], o["LastModified"].timestamp(), o["Size"])
-                        for o in page.get("Contents", [])
-                    ],
-                    page.get("NextContinuationToken") if page.get("IsTruncated") else None,
-                )
-            if isinstance(op, S3Delete):
-                resp = await s3.delete_objects(
-                    Bucket=self.bucket,
-                    Delete={"Objects": [{"Key": k} for k in op.keys], "Quiet": True},
-                )
-                if resp.get("Errors"):
-                    first = resp["Errors"][0]
-                    raise RuntimeError(
-                        f"S3 refused to delete {len(resp['Errors'])} object(s), first "
-                        f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
-                    )
-                return None
-            if isinstance(op, S3Copy):
-                await s3.copy_object(
-                    Bucket=self.bucket,
-                    Key=op.target,
-                    CopySource={"Bucket": self.bucket, "Key": op.source},
-                )
-                return None
-            if isinstance(op, Sleep):
-                await asyncio.sleep(op.seconds)
-                return None
-            if isinstance(op, CreateBucket):
-                kw = {"Bucket": self.bucket}
-                region = op.region or s3.meta.region_name
-                if region and region != "us-east-1":
-                    kw["CreateBucketConfiguration"] = {"LocationConstraint": region}
-                try:
-                    await s3.create_bucket(**kw)
-                except ClientError as exc:
-                    if error_code(exc) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-                        raise
-                return None
+                async with response["Body"] as body:
+                    response = await body.read()
         except ClientError as exc:
-            raise translate(exc, bucket=self.bucket, table=self.table) from exc
-        raise TypeError(f"unknown operation {op!r}")
+            return failed(op, exc, bucket=self.bucket, table=self.table)
+        return finish(op, response)
 
     async def _bounded(self, op: Any) -> Any:
         if self._sem is None:

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from langgraph_s3.errors import StorageNotFoundError
+from langgraph_s3.errors import S3SaverError, StorageNotFoundError
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,89 @@ class Sleep:
     seconds: float
 
 
-Op = S3Get | S3Put | S3List | S3Delete | S3Copy | Ddb | Sleep
+@dataclass(frozen=True)
+class CreateBucket:
+    """Create the bucket if it does not exist (``setup()``). Result: ``None``."""
+
+    region: str | None
+
+
+Op = S3Get | S3Put | S3List | S3Delete | S3Copy | Ddb | Sleep | CreateBucket
+
+# Which client performs an operation.
+S3, HOME_S3, DYNAMODB = "s3", "home_s3", "dynamodb"
+
+
+def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, dict[str, Any]]:
+    """The client, method and arguments that perform ``op`` (everything but ``Sleep``).
+
+    Both savers call the method this names, on boto3 or aiobotocore, so the
+    requests they send are the same.
+    """
+    if isinstance(op, S3Get):
+        if op.home:
+            assert home_bucket, "the home read policy needs CrossRegion(home_bucket=...)"
+            return HOME_S3, "get_object", {"Bucket": home_bucket, "Key": op.key}
+        return S3, "get_object", {"Bucket": bucket, "Key": op.key}
+    if isinstance(op, Ddb):
+        return DYNAMODB, op.op, op.params
+    if isinstance(op, S3Put):
+        return S3, "put_object", {"Bucket": bucket, "Key": op.key, "Body": op.body}
+    if isinstance(op, S3List):
+        params: dict[str, Any] = {"Bucket": bucket, "Prefix": op.prefix}
+        if op.token:
+            params["ContinuationToken"] = op.token
+        return S3, "list_objects_v2", params
+    if isinstance(op, S3Delete):
+        objects = [{"Key": k} for k in op.keys]
+        return (
+            S3,
+            "delete_objects",
+            {"Bucket": bucket, "Delete": {"Objects": objects, "Quiet": True}},
+        )
+    if isinstance(op, S3Copy):
+        source = {"Bucket": bucket, "Key": op.source}
+        return S3, "copy_object", {"Bucket": bucket, "Key": op.target, "CopySource": source}
+    if isinstance(op, CreateBucket):
+        create: dict[str, Any] = {"Bucket": bucket}
+        if op.region and op.region != "us-east-1":
+            create["CreateBucketConfiguration"] = {"LocationConstraint": op.region}
+        return S3, "create_bucket", create
+    raise TypeError(f"no request for operation {op!r}")
+
+
+def finish(op: Op, response: Any) -> Any:
+    """Turn a response into the operation's result (``S3Get`` bodies are read by the driver)."""
+    if isinstance(op, S3Get | Ddb):
+        return response
+    if isinstance(op, S3List):
+        return ListPage(
+            [
+                (o["Key"], o["LastModified"].timestamp(), o["Size"])
+                for o in response.get("Contents", [])
+            ],
+            response.get("NextContinuationToken") if response.get("IsTruncated") else None,
+        )
+    if isinstance(op, S3Delete) and response.get("Errors"):
+        first = response["Errors"][0]
+        raise S3SaverError(
+            f"S3 refused to delete {len(response['Errors'])} object(s), first "
+            f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
+        )
+    return None
+
+
+def failed(op: Op, exc: ClientError, *, bucket: str, table: str) -> Any:
+    """The result of an operation whose request failed, or raise the error to report."""
+    code = error_code(exc)
+    if isinstance(op, S3Get) and is_missing_key(exc):
+        return None
+    if isinstance(op, Ddb) and code in op.expect:
+        return DdbFailure(code, exc.response)
+    if isinstance(op, CreateBucket) and code in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+        return None
+    raise translate(exc, bucket=bucket, table=table) from exc
+
 
 _MISSING_BUCKET = {"NoSuchBucket"}
 _MISSING_TABLE = {"ResourceNotFoundException"}

@@ -50,6 +50,7 @@ from langgraph_s3.errors import (
 from langgraph_s3.keys import Layout, check_checkpoint_id, normalize_prefix
 from langgraph_s3.lineage import Lineage
 from langgraph_s3.operations import (
+    CreateBucket,
     Ddb,
     DdbFailure,
     ListPage,
@@ -1551,7 +1552,7 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ setup
     def setup_flow(self, *, region: str | None) -> Flow[None]:
-        yield _CreateBucket(region)
+        yield CreateBucket(region)
         created = yield Ddb(
             "create_table",
             {
@@ -1616,13 +1617,7 @@ class _Emit:
     value: CheckpointTuple
 
 
-@dataclass(frozen=True)
-class _CreateBucket:
-    region: str | None
-
-
 Emit = _Emit
-CreateBucket = _CreateBucket
 
 
 def writes_value(writes: Sequence[tuple[str, Any]], widx: int, channel: str) -> Any:

@@ -23,22 +23,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from typing_extensions import Unpack
 
 from langgraph_s3.errors import InvalidConfigError
-from langgraph_s3.operations import (
-    Ddb,
-    DdbFailure,
-    ListPage,
-    S3Copy,
-    S3Delete,
-    S3Get,
-    S3List,
-    S3Put,
-    Sleep,
-    error_code,
-    is_missing_key,
-    translate,
-)
+from langgraph_s3.operations import DYNAMODB, S3, S3Get, Sleep, call_spec, failed, finish
 from langgraph_s3.protocol import (
-    CreateBucket,
     Emit,
     Flow,
     SaverCore,
@@ -206,69 +192,20 @@ class S3Saver(SaverCore):
     def _perform(self, op: Any) -> Any:
         from botocore.exceptions import ClientError
 
+        if isinstance(op, Sleep):
+            time.sleep(op.seconds)
+            return None
         s3, ddb = self._clients()
+        home_bucket = self.cross_region.home_bucket if self.cross_region else None
+        target, method, params = call_spec(op, self.bucket, home_bucket)
+        client = {S3: s3, DYNAMODB: ddb}.get(target) or self._home_client()
         try:
+            response = getattr(client, method)(**params)
             if isinstance(op, S3Get):
-                client, bucket = s3, self.bucket
-                if op.home:
-                    assert self.cross_region is not None and self.cross_region.home_bucket
-                    client, bucket = self._home_client(), self.cross_region.home_bucket
-                try:
-                    return client.get_object(Bucket=bucket, Key=op.key)["Body"].read()
-                except ClientError as exc:
-                    if is_missing_key(exc):
-                        return None
-                    raise
-            if isinstance(op, Ddb):
-                try:
-                    return getattr(ddb, op.op)(**op.params)
-                except ClientError as exc:
-                    if error_code(exc) in op.expect:
-                        return DdbFailure(error_code(exc), exc.response)
-                    raise
-            if isinstance(op, S3Put):
-                s3.put_object(Bucket=self.bucket, Key=op.key, Body=op.body)
-                return None
-            if isinstance(op, S3List):
-                kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": op.prefix}
-                if op.token:
-                    kw["ContinuationToken"] = op.token
-                page = s3.list_objects_v2(**kw)
-                return ListPage(
-                    [
-                        (o["Key"], o["LastModified"].timestamp(), o["Size"])
-                        for o in page.get("Contents", [])
-                    ],
-                    page.get("NextContinuationToken") if page.get("IsTruncated") else None,
-                )
-            if isinstance(op, S3Delete):
-                resp = s3.delete_objects(
-                    Bucket=self.bucket,
-                    Delete={"Objects": [{"Key": k} for k in op.keys], "Quiet": True},
-                )
-                if resp.get("Errors"):
-                    first = resp["Errors"][0]
-                    raise RuntimeError(
-                        f"S3 refused to delete {len(resp['Errors'])} object(s), first "
-                        f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
-                    )
-                return None
-            if isinstance(op, S3Copy):
-                s3.copy_object(
-                    Bucket=self.bucket,
-                    Key=op.target,
-                    CopySource={"Bucket": self.bucket, "Key": op.source},
-                )
-                return None
-            if isinstance(op, Sleep):
-                time.sleep(op.seconds)
-                return None
-            if isinstance(op, CreateBucket):
-                _create_bucket(s3, self.bucket, op.region or s3.meta.region_name)
-                return None
+                response = response["Body"].read()
         except ClientError as exc:
-            raise translate(exc, bucket=self.bucket, table=self.table) from exc
-        raise TypeError(f"unknown operation {op!r}")
+            return failed(op, exc, bucket=self.bucket, table=self.table)
+        return finish(op, response)
 
     def _perform_many(self, ops: list[Any]) -> list[Any]:
         if len(ops) == 1:
@@ -463,16 +400,3 @@ class S3Saver(SaverCore):
         return await asyncio.to_thread(
             lambda: self.get_delta_channel_history(config=config, channels=channels)
         )
-
-
-def _create_bucket(s3: Any, bucket: str, region: str | None) -> None:
-    from botocore.exceptions import ClientError
-
-    kw: dict[str, Any] = {"Bucket": bucket}
-    if region and region != "us-east-1":
-        kw["CreateBucketConfiguration"] = {"LocationConstraint": region}
-    try:
-        s3.create_bucket(**kw)
-    except ClientError as exc:
-        if error_code(exc) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-            raise
