@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 
 import pytest
 from botocore.exceptions import ClientError
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
@@ -140,34 +141,43 @@ def test_orphans_of_a_failed_write_are_collected_after_grace_not_before(
     graph = approval_graph(saver)
     graph.invoke({"request": "committed "}, cfg)
     committed = thread_objects(inproc_backend, saver, "half")
+    head = saver.get_tuple(cfg)
+    assert head is not None
 
-    # The next write uploads its objects, then the commit fails (a crashed Lambda).
+    # A put uploads a new large value, then its commit fails (a crashed Lambda) ...
     failing = inproc_backend.saver(clock=clock)
 
     def refuse(**_: Any) -> None:
         raise ClientError({"Error": {"Code": "InternalServerError"}}, "TransactWriteItems")
 
     failing.dynamodb_client.meta.events.register("before-call.dynamodb.TransactWriteItems", refuse)
+    doomed = empty_checkpoint()
+    doomed["channel_values"] = {"document": "never committed " * 4000}
+    doomed["channel_versions"] = {"document": failing.get_next_version(None, None)}
     with pytest.raises(ClientError):
-        approval_graph(failing).invoke(
-            {"request": "never committed "}, {"configurable": {"thread_id": "half"}}
-        )
+        failing.put(head.config, doomed, {"step": 99}, doomed["channel_versions"])
+    # ... and a task's writes were stored for that checkpoint before it failed
+    # (LangGraph saves task writes while the checkpoint's own put is in flight).
+    lost = {"configurable": {**head.config["configurable"], "checkpoint_id": doomed["id"]}}
+    saver.put_writes(lost, [("document", "lost write " * 5000)], task_id="task-1")
     orphans = thread_objects(inproc_backend, saver, "half") - committed
-    assert orphans, "the failed write should have left objects behind"
+    assert len(orphans) == 2, "one blob from the failed put, one from the lost write"
 
-    # LangGraph may have stored task writes for the checkpoint that never committed
-    # (they are saved while the checkpoint's put is in flight): they keep their blobs
-    # until they are older than the grace period, then go too.
     first = collect(inproc_backend.saver(clock=clock), grace=HOUR)
-    assert first.objects_deleted == 0 and first.orphan_writes == 0
-    assert 0 < first.objects_condemned <= len(orphans)
+    # The put's blob is condemned; the writes item is young and still protects its blob.
+    assert first.objects_deleted == 0 and first.objects_condemned == 1
+    assert first.orphan_writes == 0
     clock.advance(HOUR - 60)
     assert collect(inproc_backend.saver(clock=clock), grace=HOUR).objects_deleted == 0
     clock.advance(120)
-    collect(inproc_backend.saver(clock=clock), grace=HOUR)  # condemns what the writes held
-    clock.advance(HOUR + 60)
+    second = collect(inproc_backend.saver(clock=clock), grace=HOUR)
+    assert second.objects_deleted == 1 and second.orphan_writes == 1
+    assert second.objects_condemned == 1  # the lost write's blob, from now on
+    clock.advance(HOUR - 60)
+    assert collect(inproc_backend.saver(clock=clock), grace=HOUR).objects_deleted == 0
+    clock.advance(120)
     last = collect(inproc_backend.saver(clock=clock), grace=HOUR)
-    assert last.objects_deleted > 0 and last.objects_condemned == 0
+    assert last.objects_deleted == 1 and last.objects_condemned == 0
     assert thread_objects(inproc_backend, saver, "half") == committed
     fresh = approval_graph(inproc_backend.saver())
     assert fresh.get_state(cfg).next == ("approve",)

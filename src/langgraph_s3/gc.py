@@ -177,18 +177,20 @@ def collect_flow(
     batch = 32
     for start in range(0, len(rows), batch):
         part = rows[start : start + batch]
-        bodies = yield from core._get_objects([core._object_key(r) for r in part])
-        for row, body in zip(part, bodies, strict=True):
+        for row in part:
             referenced.add(core._object_key(row))
-            try:
-                env = core._open_envelope(row, body)
-            except ObjectError as exc:
-                # Its references are unknown, so nothing of its thread is swept this run.
-                # A missing object usually means prune/delete removed the checkpoint
-                # after the index was read; anything else is damage worth reporting.
-                protected.append(core.layout.thread_prefix(row.thread_id))
-                if not isinstance(exc, MissingObjectError):
-                    report.errors.append(str(exc))
+        try:
+            envs: list[dict[str, Any] | None] = list((yield from core._read_envelopes(part)))
+        except ObjectError:
+            envs = []
+            for row in part:  # find which ones failed
+                try:
+                    envs.append((yield from core._read_envelopes([row]))[0])
+                except ObjectError as exc:
+                    envs.append(None)
+                    _note_unreadable(core, report, protected, row, exc)
+        for row, env in zip(part, envs, strict=True):
+            if env is None:
                 continue
             for entry in env["ch"].values():
                 referenced.update(core._entry_keys(row.thread_id, entry))
@@ -230,6 +232,19 @@ def collect_flow(
         body = codec.frame(codec.KIND_BLOB, json.dumps(condemned_now).encode(), 3)
         yield S3Put(state_key, body)
     return report
+
+
+def _note_unreadable(
+    core: SaverCore, report: GcReport, protected: list[str], row: _Row, exc: ObjectError
+) -> None:
+    """An unreadable checkpoint's references are unknown: spare its thread this run.
+
+    A missing object usually means prune/delete removed the checkpoint after the
+    index was read; anything else is damage worth reporting.
+    """
+    protected.append(core.layout.thread_prefix(row.thread_id))
+    if not isinstance(exc, MissingObjectError):
+        report.errors.append(str(exc))
 
 
 def _thread_id(items: list[dict[str, Any]]) -> str:

@@ -70,6 +70,10 @@ Flow = Generator[Any, Any, T]
 #: checkpoint object; larger ones get content-addressed objects of their own.
 #: See docs/layout.md ("Inline or blob") for the measurement behind the number.
 DEFAULT_INLINE_THRESHOLD = 16 * 1024
+#: Checkpoint objects (framed and compressed) up to this size are stored inside their
+#: index item instead of S3: the commit writes them anyway, so a step costs no S3
+#: PUT and a resume no GET. See docs/layout.md ("Where the checkpoint body lives").
+INDEX_INLINE_LIMIT = 4 * 1024
 #: Pending-write values above this size go to a blob instead of the index item.
 WRITE_INLINE_THRESHOLD = 32 * 1024
 #: DynamoDB items are limited to 400 KB; stay well clear of it.
@@ -131,6 +135,7 @@ class _Row:
     digest: str
     empty: frozenset[str]
     item: dict[str, Any]
+    body: bytes | None = None  # the checkpoint object, when stored in the index item
 
 
 @dataclass
@@ -151,6 +156,7 @@ def _parse_row(item: dict[str, Any]) -> _Row:
         digest=item["h"]["S"],
         empty=frozenset(item.get("e", {}).get("SS", ())),
         item=item,
+        body=item["b"]["B"] if "b" in item else None,
     )
 
 
@@ -181,7 +187,11 @@ class SaverOptions(TypedDict, total=False):
     Attributes:
         inline_threshold: Values whose serialized size is at most this many bytes are
             kept inside the checkpoint object (default 16 KiB; see docs/layout.md).
-        max_concurrency: Most requests in flight at once for one call (default 16).
+        index_inline_limit: Checkpoint objects up to this many bytes (compressed) are
+            stored in their DynamoDB index item instead of S3 (default 4 KiB; 0 keeps
+            every checkpoint object in S3).
+        max_concurrency: Most requests in flight at once for one call (default 64, so
+            the blobs of one checkpoint are fetched in one round trip).
         cache_bytes: Memory bound of each cache of content-addressed data (64 MiB).
         conflict_window: Seconds for which reading the latest checkpoint guards the
             next write against a concurrent writer (900; see docs/concurrency.md).
@@ -194,6 +204,7 @@ class SaverOptions(TypedDict, total=False):
     """
 
     inline_threshold: int
+    index_inline_limit: int
     max_concurrency: int
     cache_bytes: int
     conflict_window: float
@@ -215,7 +226,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         compression_level: int = 3,
         inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
-        max_concurrency: int = 16,
+        index_inline_limit: int = INDEX_INLINE_LIMIT,
+        max_concurrency: int = 64,
         cache_bytes: int = 64 * 1024 * 1024,
         conflict_window: float = 900.0,
         cache_ttl: float = 1200.0,
@@ -234,6 +246,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             )
         if not isinstance(inline_threshold, int) or inline_threshold < 0:
             raise InvalidConfigError("inline_threshold must be a non-negative int (bytes)")
+        if not isinstance(index_inline_limit, int) or not 0 <= index_inline_limit <= 64 * 1024:
+            raise InvalidConfigError("index_inline_limit must be an int from 0 to 65536 (bytes)")
         if not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise InvalidConfigError("max_concurrency must be a positive int")
         if cross_region is not None and not region:
@@ -253,6 +267,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.layout = Layout(normalize_prefix(prefix))
         self.compression_level = compression_level
         self.inline_threshold = inline_threshold
+        self.index_inline_limit = index_inline_limit
         self.max_concurrency = max_concurrency
         self.clock = clock
         self.touch_on_read = touch_on_read
@@ -499,10 +514,15 @@ class SaverCore(BaseCheckpointSaver[str]):
         body = codec.frame(codec.KIND_CHECKPOINT, codec.pack(envelope), self.compression_level)
         digest = codec.digest(body)
         key = self.layout.checkpoint_key(thread_id, ns, cid, digest)
+        in_index = len(body) <= self.index_inline_limit
 
         # Blobs and the checkpoint object go up together: neither is reachable
         # until the index item below exists, so their mutual order does not matter.
-        yield [S3Put(k, b) for k, b in uploads.items()] + [S3Put(key, body)]
+        puts = [S3Put(k, b) for k, b in uploads.items()]
+        if not in_index:
+            puts.append(S3Put(key, body))
+        if puts:
+            yield puts
         for k in uploads:
             self._known_blobs.put(k, True)
 
@@ -516,6 +536,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             "sz": _n(len(body)),
             "at": _n(int(self.clock() * 1000)),
         }
+        if in_index:
+            item["b"] = _b(body)
         if parent_id is not None:
             item["p"] = _s(parent_id)
         if isinstance(md.get("run_id"), str) and md["run_id"]:
@@ -815,7 +837,9 @@ class SaverCore(BaseCheckpointSaver[str]):
             },
             "ScanIndexForward": False,
             "ConsistentRead": True,
-            "Limit": _QUERY_PAGE,
+            # Usually the newest few items are the latest checkpoint and its writes;
+            # DynamoDB bills every item a page reads, so start small.
+            "Limit": 8,
         }
         writes: list[dict[str, Any]] = []
         while True:
@@ -830,7 +854,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             last = page.get("LastEvaluatedKey")
             if not last:
                 return None
-            request = {**request, "ExclusiveStartKey": last}
+            request = {**request, "ExclusiveStartKey": last, "Limit": _QUERY_PAGE}
 
     def _touch(self, row: _Row) -> Flow[None]:
         """Record a read on the head item, so retention counts it as activity."""
@@ -887,8 +911,35 @@ class SaverCore(BaseCheckpointSaver[str]):
         return self.layout.checkpoint_key(row.thread_id, row.ns, row.checkpoint_id, row.digest)
 
     def _read_envelope(self, row: _Row) -> Flow[dict[str, Any]]:
-        bodies = yield from self._get_objects([self._object_key(row)])
-        return self._open_envelope(row, bodies[0])
+        envs = yield from self._read_envelopes([row])
+        return envs[0]
+
+    def _read_envelopes(
+        self, rows: Sequence[_Row], extra: Sequence[str] = ()
+    ) -> Flow[list[dict[str, Any]]]:
+        """Checkpoint envelopes: from the index item, the cache, or S3 (all at once).
+
+        ``extra`` blob keys are fetched in the same round trip (pending-write blobs).
+        """
+        keys = [self._object_key(r) for r in rows]
+        bodies: list[bytes | None] = [
+            r.body if r.body is not None else self._blob_cache.get(k)
+            for r, k in zip(rows, keys, strict=True)
+        ]
+        wanted = [k for k, b in zip(keys, bodies, strict=True) if b is None]
+        blobs = [k for k in dict.fromkeys(extra) if self._blob_cache.get(k) is None]
+        if wanted or blobs:
+            fetched = yield from self._get_objects(wanted + blobs)
+            got = dict(zip(wanted, fetched[: len(wanted)], strict=True))
+            bodies = [got[k] if b is None else b for k, b in zip(keys, bodies, strict=True)]
+            for key, body in zip(blobs, fetched[len(wanted) :], strict=True):
+                self._check_blob(key, body)
+        envs = [self._open_envelope(r, b) for r, b in zip(rows, bodies, strict=True)]
+        for row, key, body in zip(rows, keys, bodies, strict=True):
+            if row.body is None and body is not None:
+                # Immutable (its digest is in the key): safe to keep for warm reads.
+                self._blob_cache.put(key, body, len(body))
+        return envs
 
     def _open_envelope(self, row: _Row, body: bytes | None) -> dict[str, Any]:
         key = self._object_key(row)
@@ -931,15 +982,9 @@ class SaverCore(BaseCheckpointSaver[str]):
             for _, rec in w.records
             for k in self._entry_keys(row.thread_id, rec[1])
         ]
-        keys = [self._object_key(r) for r, _ in found]
         # Checkpoint objects and pending-write blobs go out in the same round trip.
-        uncached = [k for k in dict.fromkeys(write_keys) if self._blob_cache.get(k) is None]
-        fetched = yield from self._get_objects(keys + uncached)
-        bodies = fetched[: len(keys)]
-        for key, body in zip(uncached, fetched[len(keys) :], strict=True):
-            self._check_blob(key, body)
-        write_payloads = yield from self._fetch_blobs(write_keys)  # all cached by now
-        envs = [self._open_envelope(r, b) for (r, _), b in zip(found, bodies, strict=True)]
+        envs = yield from self._read_envelopes([r for r, _ in found], write_keys)
+        write_payloads = yield from self._fetch_blobs(write_keys)  # cached by now
         value_keys = [
             k
             for (row, _), env in zip(found, envs, strict=True)
@@ -1264,7 +1309,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             if (_is_checkpoint_item(item) or _is_writes_item(item)) and _owner(item) in doomed
         ]
         yield from self._delete_items(keys)
-        yield from self._delete_objects([self._object_key(r) for r in rows])
+        yield from self._delete_objects([self._object_key(r) for r in rows if r.body is None])
         heads: dict[tuple[str, str], list[str]] = {}
         for r in rows:
             heads.setdefault((r.item["pk"]["S"], r.ns), []).append(r.checkpoint_id)
@@ -1372,31 +1417,35 @@ class SaverCore(BaseCheckpointSaver[str]):
         dst_pk = _s(self.layout.pk(dst))
         for start in range(0, len(rows), _LOAD_BATCH):
             batch = rows[start : start + _LOAD_BATCH]
-            bodies = yield from self._get_objects([self._object_key(r) for r in batch])
+            envs = yield from self._read_envelopes(batch)
             puts = []
-            for row, body in zip(batch, bodies, strict=True):
-                env = self._open_envelope(row, body)
-                env.pop("_key")
+            for row, env in zip(batch, envs, strict=True):
+                env = {k: v for k, v in env.items() if k != "_key"}
                 env["th"] = dst
                 new_body = codec.frame(
                     codec.KIND_CHECKPOINT, codec.pack(env), self.compression_level
                 )
                 digest = codec.digest(new_body)
-                puts.append(
-                    S3Put(
-                        self.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, digest), new_body
+                new_item = {
+                    **row.item,
+                    "pk": dst_pk,
+                    "th": _s(dst),
+                    "h": _s(digest),
+                    "sz": _n(len(new_body)),
+                }
+                new_item.pop("b", None)
+                if len(new_body) <= self.index_inline_limit:
+                    new_item["b"] = _b(new_body)
+                else:
+                    puts.append(
+                        S3Put(
+                            self.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, digest),
+                            new_body,
+                        )
                     )
-                )
-                new_items.append(
-                    {
-                        **row.item,
-                        "pk": dst_pk,
-                        "th": _s(dst),
-                        "h": _s(digest),
-                        "sz": _n(len(new_body)),
-                    }
-                )
-            yield puts
+                new_items.append(new_item)
+            if puts:
+                yield puts
         writes_items = [{**i, "pk": dst_pk} for i in items if _is_writes_item(i)]
         heads = [
             {**i, "pk": dst_pk, "th": _s(dst)}
