@@ -18,6 +18,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from langgraph_s3.local import local_endpoint, serialize_moto
+
 os.environ.update(
     AWS_ACCESS_KEY_ID="testing",
     AWS_SECRET_ACCESS_KEY="testing",
@@ -30,38 +32,8 @@ for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDP
 REGION = "us-east-1"
 
 
-def _serialize_moto() -> None:
-    """Handle one moto request at a time.
-
-    moto is not thread-safe: its TransactWriteItems deep-copies the table for
-    rollback while another thread may be writing it (LangGraph saves task writes
-    concurrently with the checkpoint's commit), which crashes moto with "dictionary
-    changed size during iteration". Serializing moto's request handling fixes that
-    without touching what it emulates; client-side concurrency and latency injected
-    before a request is sent are unaffected.
-    """
-    import threading
-
-    from moto.core.botocore_stubber import BotocoreStubber
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
-
-    lock = threading.RLock()
-    stub_call = BotocoreStubber.__call__
-    app_call = DomainDispatcherApplication.__call__
-
-    def locked_stub(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with lock:
-            return stub_call(self, *args, **kwargs)
-
-    def locked_app(self: Any, environ: Any, start_response: Any) -> Any:
-        with lock:
-            return app_call(self, environ, start_response)
-
-    BotocoreStubber.__call__ = locked_stub  # type: ignore[method-assign]
-    DomainDispatcherApplication.__call__ = locked_app  # type: ignore[method-assign]
-
-
-_serialize_moto()
+# moto is not thread-safe; see langgraph_s3.local.serialize_moto.
+serialize_moto()
 # Savers use up to 16 requests at once; boto3's default pool of 10 would only warn.
 _POOL = Config(max_pool_connections=32)
 
@@ -69,16 +41,8 @@ _POOL = Config(max_pool_connections=32)
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     """One moto server per test process, reached over real HTTP."""
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with local_endpoint() as url:
+        yield url
 
 
 @dataclass

@@ -75,7 +75,7 @@ def _endpoint(args: argparse.Namespace) -> Iterator[str | None]:
         yield endpoint
         return
     try:
-        from moto.server import ThreadedMotoServer
+        from langgraph_s3.local import local_endpoint
     except ImportError:
         sys.exit(
             "the embedded demo endpoint needs moto: pip install 'langgraph-s3[demo]' "
@@ -87,17 +87,9 @@ def _endpoint(args: argparse.Namespace) -> Iterator[str | None]:
     )
     os.environ.pop("AWS_SESSION_TOKEN", None)
     os.environ.pop("AWS_PROFILE", None)
-    import logging
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto logs every request
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    print(f"started an embedded S3/DynamoDB endpoint (moto) at http://{host}:{port}")
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with local_endpoint() as url:
+        print(f"started an embedded S3/DynamoDB endpoint (moto) at {url}")
+        yield url
 
 
 def _saver(args: argparse.Namespace, endpoint: str | None) -> S3Saver:
