@@ -108,7 +108,7 @@ def storage_figures(saver: S3Saver, thread_id: str) -> dict[str, Any]:
     prefix = saver.layout.thread_prefix(thread_id)
     objects = stored = raw = 0
     blob_keys: set[str] = set()
-    references = 0
+    envelopes: list[dict[str, Any]] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=saver.bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
             body = s3.get_object(Bucket=saver.bucket, Key=obj["Key"])["Body"].read()
@@ -120,22 +120,30 @@ def storage_figures(saver: S3Saver, thread_id: str) -> dict[str, Any]:
             if kind == codec.KIND_BLOB:
                 blob_keys.add(obj["Key"])
             else:
-                envelope = codec.unpack(payload, key=obj["Key"])
-                references += sum(len(e[2]) for e in envelope["ch"].values() if e[0] == "r")
+                envelopes.append(codec.unpack(payload, key=obj["Key"]))
     items = saver.dynamodb_client.query(
         TableName=saver.table,
         KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": saver.layout.pk(thread_id)}},
     )["Items"]
+    in_index = [i["b"]["B"] for i in items if "b" in i]
+    for body in in_index:  # small checkpoint bodies live in their index items
+        stored += len(body)
+        payload = codec.unframe(body, key="index", kind=codec.KIND_CHECKPOINT)
+        raw += len(payload)
+        envelopes.append(codec.unpack(payload, key="index"))
+    references = sum(len(e[2]) for env in envelopes for e in env["ch"].values() if e[0] == "r")
     return {
-        "objects": objects,
+        "checkpoints": len(envelopes),
+        "checkpoint_bodies_in_index": len(in_index),
+        "s3_objects": objects,
+        "index_items": len(items),
         "bytes_stored": stored,
         "bytes_uncompressed": raw,
         "compression_ratio": round(raw / stored, 2) if stored else None,
         "blobs": len(blob_keys),
         "blob_references": references,
         "blob_writes_saved_by_dedup": max(references - len(blob_keys), 0),
-        "index_items": len(items),
     }
 
 
