@@ -149,6 +149,21 @@ def paused_thread(home: dict[str, Any]) -> Any:
     ).get_tuple(CFG)
 
 
+def needed_objects(home: dict[str, Any]) -> list[str]:
+    """The S3 keys a fresh reader in the home region GETs to load the latest checkpoint."""
+    s3 = boto3.client("s3", region_name=HOME)
+    keys: list[str] = []
+    s3.meta.events.register(
+        "before-parameter-build.s3.GetObject", lambda params, **_: keys.append(params["Key"])
+    )
+    reader = S3Saver(
+        bucket=home["bucket"], table=home["table"], s3_client=s3, dynamodb_client=home["ddb"]
+    )
+    assert reader.get_tuple(CFG) is not None
+    assert keys, "the latest checkpoint should need at least one blob"
+    return keys
+
+
 def test_index_before_objects_fail_policy_raises_typed_error(regions: Any) -> None:
     home, replica, rep = regions
     paused_thread(home)
@@ -197,9 +212,8 @@ def test_wait_policy_gives_up_on_an_object_late_by_minutes(regions: Any) -> None
     home, replica, rep = regions
     paused_thread(home)
     rep.index()
-    # Everything arrives except the newest object, which the latest checkpoint needs
-    # (checkpoint bodies this small travel inside the index items; blobs lag).
-    stuck = rep.missing_objects()[0]
+    # Everything arrives except one object the latest checkpoint needs.
+    stuck = needed_objects(home)[0]
     for key in rep.missing_objects():
         if key != stuck:
             rep.copy(key)

@@ -22,7 +22,17 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from typing_extensions import Unpack
 
 from langgraph_s3.errors import MissingDependencyError
-from langgraph_s3.operations import DYNAMODB, S3, S3Get, Sleep, call_spec, failed, finish
+from langgraph_s3.operations import (
+    DYNAMODB,
+    S3,
+    S3Get,
+    Sleep,
+    WaitUpload,
+    call_spec,
+    failed,
+    finish,
+    settle,
+)
 from langgraph_s3.protocol import (
     Emit,
     Flow,
@@ -187,6 +197,9 @@ class AsyncS3Saver(SaverCore):
         if isinstance(op, Sleep):
             await asyncio.sleep(op.seconds)
             return None
+        if isinstance(op, WaitUpload):
+            pending = self._upload_in_flight(op.key)
+            return True if pending is None else await asyncio.wrap_future(pending)
         s3, ddb = await self._clients()
         home_bucket = self.cross_region.home_bucket if self.cross_region else None
         target, method, params = call_spec(op, self.bucket, home_bucket)
@@ -197,7 +210,12 @@ class AsyncS3Saver(SaverCore):
                 async with response["Body"] as body:
                     response = await body.read()
         except ClientError as exc:
+            settle(op, False)
             return failed(op, exc, bucket=self.bucket, table=self.table)
+        except BaseException:
+            settle(op, False)
+            raise
+        settle(op, True)
         return finish(op, response)
 
     async def _bounded(self, op: Any) -> Any:
@@ -212,34 +230,38 @@ class AsyncS3Saver(SaverCore):
         return list(await asyncio.gather(*(self._bounded(op) for op in ops)))
 
     async def _run(self, flow: Flow[T]) -> T:
-        result: Any = None
-        try:
-            while True:
-                op = flow.send(result)
-                result = (
-                    await self._perform_many(op)
-                    if isinstance(op, list)
-                    else await self._perform(op)
-                )
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-
-    async def _iterate(self, flow: Flow[Any]) -> AsyncIterator[CheckpointTuple]:
-        result: Any = None
+        value: Any = None
+        error: BaseException | None = None
         while True:
             try:
-                op = flow.send(result)
+                op = flow.throw(error) if error is not None else flow.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = await self._outcome(op)
+
+    async def _outcome(self, op: Any) -> tuple[Any, BaseException | None]:
+        # Errors go back into the flow, so its cleanup (finally) runs at once.
+        try:
+            result = (
+                await self._perform_many(op) if isinstance(op, list) else await self._perform(op)
+            )
+        except Exception as exc:
+            return None, exc
+        return result, None
+
+    async def _iterate(self, flow: Flow[Any]) -> AsyncIterator[CheckpointTuple]:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                op = flow.throw(error) if error is not None else flow.send(value)
             except StopIteration:
                 return
             if isinstance(op, Emit):
-                result = None
+                value, error = None, None
                 yield op.value
             else:
-                result = (
-                    await self._perform_many(op)
-                    if isinstance(op, list)
-                    else await self._perform(op)
-                )
+                value, error = await self._outcome(op)
 
     # ----------------------------------------------------------- async API
     async def setup(self) -> None:

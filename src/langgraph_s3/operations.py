@@ -8,6 +8,7 @@ operations; ``S3Saver`` performs them with boto3 and a thread pool,
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -29,10 +30,28 @@ class S3Get:
 
 @dataclass(frozen=True)
 class S3Put:
-    """Write an object. Result: ``None``."""
+    """Write an object. Result: ``None``.
+
+    ``done`` (if given) is resolved by the driver as soon as this request finishes:
+    ``True`` on success, ``False`` on failure. Other flows waiting for the same
+    content-addressed blob (``WaitUpload``) wake up then.
+    """
 
     key: str
     body: bytes = field(repr=False)
+    done: Future[bool] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class WaitUpload:
+    """Wait for another flow's upload of ``key``. Result: ``True`` if it succeeded."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class S3HeadBucket:
+    """Check that the bucket exists (once per saver). Result: ``None``."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +116,18 @@ class CreateBucket:
     region: str | None
 
 
-Op = S3Get | S3Put | S3List | S3Delete | S3Copy | Ddb | Sleep | CreateBucket
+Op = (
+    S3Get
+    | S3Put
+    | S3List
+    | S3Delete
+    | S3Copy
+    | Ddb
+    | Sleep
+    | CreateBucket
+    | WaitUpload
+    | S3HeadBucket
+)
 
 # Which client performs an operation.
 S3, HOME_S3, DYNAMODB = "s3", "home_s3", "dynamodb"
@@ -133,6 +163,8 @@ def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, d
     if isinstance(op, S3Copy):
         source = {"Bucket": bucket, "Key": op.source}
         return S3, "copy_object", {"Bucket": bucket, "Key": op.target, "CopySource": source}
+    if isinstance(op, S3HeadBucket):
+        return S3, "head_bucket", {"Bucket": bucket}
     if isinstance(op, CreateBucket):
         create: dict[str, Any] = {"Bucket": bucket}
         if op.region and op.region != "us-east-1":
@@ -171,7 +203,16 @@ def failed(op: Op, exc: ClientError, *, bucket: str, table: str) -> Any:
         return DdbFailure(code, exc.response)
     if isinstance(op, CreateBucket) and code in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
         return None
+    if isinstance(op, S3HeadBucket) and code in ("404", "NotFound"):
+        code = "NoSuchBucket"  # HeadBucket has no body, so its 404 carries no S3 code
+        exc.response.setdefault("Error", {})["Code"] = code
     raise translate(exc, bucket=bucket, table=table) from exc
+
+
+def settle(op: Op, ok: bool) -> None:
+    """Resolve an upload's ``done`` future (drivers call it when the request finishes)."""
+    if isinstance(op, S3Put) and op.done is not None and not op.done.done():
+        op.done.set_result(ok)
 
 
 _MISSING_BUCKET = {"NoSuchBucket"}

@@ -11,9 +11,11 @@ conflict rules in ``docs/concurrency.md``.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar, cast
 
@@ -57,9 +59,11 @@ from langgraph_s3.operations import (
     S3Copy,
     S3Delete,
     S3Get,
+    S3HeadBucket,
     S3List,
     S3Put,
     Sleep,
+    WaitUpload,
 )
 from langgraph_s3.regions import CrossRegion
 
@@ -284,6 +288,12 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._blob_cache: LRU[str, bytes] = LRU(100_000, cache_bytes)
         # blob keys known to exist, so put() does not upload them again.
         self._known_blobs: LRU[str, bool] = LRU(200_000, ttl=cache_ttl)
+        # blob key -> the upload in progress: LangGraph hands a new value to the saver
+        # twice at once (the task's pending write and the next checkpoint), and the
+        # second flow waits for the first instead of sending the same bytes again.
+        self._inflight: dict[str, Future[bool]] = {}
+        self._inflight_lock = threading.Lock()
+        self._bucket_checked = False
         self._lineage = Lineage(window=conflict_window)
 
     # ------------------------------------------------------------------ input
@@ -454,6 +464,50 @@ class SaverCore(BaseCheckpointSaver[str]):
                 out[key] = self._check_blob(key, body)
         return out
 
+    def _upload_in_flight(self, key: str) -> Future[bool] | None:
+        with self._inflight_lock:
+            return self._inflight.get(key)
+
+    def _upload_flow(
+        self, uploads: Mapping[str, bytes], extra: Sequence[Any] = ()
+    ) -> Flow[list[Any]]:
+        """Upload blobs nobody has, wait for those another flow is uploading, plus ``extra``.
+
+        Returns the results of ``extra``. All of it is one round trip; a blob whose
+        other uploader failed is uploaded here in a second one.
+        """
+        mine: dict[str, Future[bool]] = {}
+        theirs: list[str] = []
+        with self._inflight_lock:
+            for key in uploads:
+                if key in self._known_blobs:
+                    continue
+                if key in self._inflight:
+                    theirs.append(key)
+                else:
+                    mine[key] = self._inflight[key] = Future()
+        ops: list[Any] = [S3Put(k, uploads[k], done=f) for k, f in mine.items()]
+        ops += [WaitUpload(k) for k in theirs]
+        ops += extra
+        if not ops:
+            return []
+        try:
+            results = yield ops
+        finally:
+            with self._inflight_lock:
+                for key, fut in mine.items():
+                    if self._inflight.get(key) is fut:
+                        del self._inflight[key]
+                    if not fut.done():
+                        fut.set_result(False)
+                    elif fut.result():
+                        self._known_blobs.put(key, True)
+        waited = results[len(mine) : len(mine) + len(theirs)]
+        retry = {k: uploads[k] for k, ok in zip(theirs, waited, strict=True) if not ok}
+        if retry:
+            yield from self._upload_flow(retry)
+        return list(results[len(mine) + len(theirs) :])
+
     def _check_blob(self, key: str, body: bytes | None) -> bytes:
         """Verify a blob read from ``key`` and remember it."""
         if body is None:
@@ -518,13 +572,13 @@ class SaverCore(BaseCheckpointSaver[str]):
 
         # Blobs and the checkpoint object go up together: neither is reachable
         # until the index item below exists, so their mutual order does not matter.
-        puts = [S3Put(k, b) for k, b in uploads.items()]
-        if not in_index:
-            puts.append(S3Put(key, body))
-        if puts:
-            yield puts
-        for k in uploads:
-            self._known_blobs.put(k, True)
+        # A saver's first put also checks the bucket, which a step whose checkpoint
+        # fits in the index would otherwise never touch.
+        extra: list[Any] = [] if in_index else [S3Put(key, body)]
+        if not self._bucket_checked:
+            extra.append(S3HeadBucket())
+        yield from self._upload_flow(uploads, extra)
+        self._bucket_checked = True
 
         item: dict[str, Any] = {
             "pk": _s(self.layout.pk(thread_id)),
@@ -729,10 +783,7 @@ class SaverCore(BaseCheckpointSaver[str]):
                 uploads.update(blobs)
                 records[i] = [channel, entry]
                 packed[i] = codec.pack_record(records[i], self.compression_level)
-        if uploads:
-            yield [S3Put(k, b) for k, b in uploads.items()]
-            for k in uploads:
-                self._known_blobs.put(k, True)
+        yield from self._upload_flow(uploads)
 
         key = {
             "pk": _s(self.layout.pk(thread_id)),

@@ -23,7 +23,17 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from typing_extensions import Unpack
 
 from langgraph_s3.errors import InvalidConfigError
-from langgraph_s3.operations import DYNAMODB, S3, S3Get, Sleep, call_spec, failed, finish
+from langgraph_s3.operations import (
+    DYNAMODB,
+    S3,
+    S3Get,
+    Sleep,
+    WaitUpload,
+    call_spec,
+    failed,
+    finish,
+    settle,
+)
 from langgraph_s3.protocol import (
     Emit,
     Flow,
@@ -195,6 +205,9 @@ class S3Saver(SaverCore):
         if isinstance(op, Sleep):
             time.sleep(op.seconds)
             return None
+        if isinstance(op, WaitUpload):
+            pending = self._upload_in_flight(op.key)
+            return True if pending is None else pending.result()
         s3, ddb = self._clients()
         home_bucket = self.cross_region.home_bucket if self.cross_region else None
         target, method, params = call_spec(op, self.bucket, home_bucket)
@@ -204,7 +217,12 @@ class S3Saver(SaverCore):
             if isinstance(op, S3Get):
                 response = response["Body"].read()
         except ClientError as exc:
+            settle(op, False)
             return failed(op, exc, bucket=self.bucket, table=self.table)
+        except BaseException:
+            settle(op, False)
+            raise
+        settle(op, True)
         return finish(op, response)
 
     def _perform_many(self, ops: list[Any]) -> list[Any]:
@@ -214,30 +232,37 @@ class S3Saver(SaverCore):
             return []
         return list(self._executor().map(self._perform, ops))
 
-    def _step(self, flow: Flow[Any], value: Any) -> Any:
-        return flow.send(value)
-
     def _run(self, flow: Flow[T]) -> T:
-        result: Any = None
-        try:
-            while True:
-                op = flow.send(result)
-                result = self._perform_many(op) if isinstance(op, list) else self._perform(op)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-
-    def _iterate(self, flow: Flow[Any]) -> Iterator[CheckpointTuple]:
-        result: Any = None
+        value: Any = None
+        error: BaseException | None = None
         while True:
             try:
-                op = flow.send(result)
+                op = flow.throw(error) if error is not None else flow.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = self._outcome(op)
+
+    def _outcome(self, op: Any) -> tuple[Any, BaseException | None]:
+        # Errors go back into the flow, so its cleanup (finally) runs at once.
+        try:
+            result = self._perform_many(op) if isinstance(op, list) else self._perform(op)
+        except Exception as exc:
+            return None, exc
+        return result, None
+
+    def _iterate(self, flow: Flow[Any]) -> Iterator[CheckpointTuple]:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                op = flow.throw(error) if error is not None else flow.send(value)
             except StopIteration:
                 return
             if isinstance(op, Emit):
-                result = None
+                value, error = None, None
                 yield op.value
             else:
-                result = self._perform_many(op) if isinstance(op, list) else self._perform(op)
+                value, error = self._outcome(op)
 
     # ----------------------------------------------------------------- public
     def setup(self) -> None:
