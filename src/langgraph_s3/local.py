@@ -36,6 +36,11 @@ def serialize_moto() -> None:
     app_call = DomainDispatcherApplication.__call__
 
     def locked_stub(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # The stubber sits on every botocore client's send path, also of clients that
+        # talk to a moto *server*; only take the lock when the in-process mock answers,
+        # or an event loop would wait here for a server thread that waits for it.
+        if not self.enabled:
+            return None
         with _lock:
             return stub_call(self, *args, **kwargs)
 
