@@ -1,0 +1,275 @@
+"""Content addressing: unchanged large values are stored once, small values are inlined.
+
+Objects are counted in the bucket (what is stored) and S3 PutObject requests are
+counted on the saver's client (what is sent), so both a re-upload of an existing
+blob and a second copy of the same content are caught.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
+from langgraph.graph import END, START, StateGraph
+
+from langgraph_s3 import S3Saver
+from langgraph_s3.keys import encode_segment
+from langgraph_s3.protocol import DEFAULT_INLINE_THRESHOLD
+from tests.conftest import Backend, RequestLog
+from tests.test_graphs import checkpoint_items
+
+
+class PutKeys:
+    """Records the Key of every PutObject a boto3 client sends."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def attach(self, client: Any) -> Any:
+        def record(params: dict[str, Any], **_: Any) -> None:
+            self.keys.append(params["Key"])
+
+        client.meta.events.register("before-parameter-build.s3.PutObject", record)
+        return client
+
+
+def cfg(thread_id: str, **extra: Any) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", **extra}}
+
+
+def blob_objects(backend: Backend, thread_id: str) -> dict[str, int]:
+    """Key -> size of every object under the thread's ``b/`` prefix."""
+    prefix = f"{encode_segment(thread_id)}/b/"
+    s3 = backend.s3()
+    out: dict[str, int] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=backend.bucket, Prefix=prefix):
+        out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+    return out
+
+
+def checkpoint_objects(backend: Backend, thread_id: str) -> list[str]:
+    """Checkpoint objects in S3 (small checkpoint bodies may live in the index item)."""
+    prefix = f"{encode_segment(thread_id)}/c/"
+    return [k for k in backend.object_keys() if k.startswith(prefix)]
+
+
+def checkpoint_count(backend: Backend, thread_id: str) -> int:
+    """Committed checkpoints of the thread, counted in the index."""
+    return len(checkpoint_items(backend, thread_id))
+
+
+def stored_bytes(backend: Backend) -> int:
+    """Bytes of every S3 object plus checkpoint bodies kept inside index items."""
+    in_items = sum(len(i["b"]["B"]) for i in backend.items() if "b" in i and "h" in i)
+    return backend.object_bytes() + in_items
+
+
+def instrumented(backend: Backend, log: RequestLog, puts: PutKeys, **kw: Any) -> S3Saver:
+    """A fresh saver whose S3 and DynamoDB requests are counted and whose puts are recorded."""
+    s3 = puts.attach(log.attach(backend.s3()))
+    ddb = log.attach(backend.dynamodb())
+    return backend.saver(s3_client=s3, dynamodb_client=ddb, **kw)  # type: ignore[no-any-return]
+
+
+class DocState(TypedDict, total=False):
+    doc: str
+    count: int
+    target: int
+
+
+def build_ticker(checkpointer: Any, doc: str | None = None) -> Any:
+    """``load`` sets ``doc`` (when given) once; then ``tick`` loops on itself, changing only
+    ``count``, until ``count`` reaches ``target``."""
+
+    def load(state: DocState) -> DocState:
+        return {"doc": doc, "count": 0} if doc is not None else {}
+
+    def tick(state: DocState) -> DocState:
+        return {"count": state["count"] + 1}
+
+    def again(state: DocState) -> str:
+        return "tick" if state["count"] < state["target"] else END
+
+    builder = StateGraph(DocState)
+    builder.add_node("load", load)
+    builder.add_node("tick", tick)
+    builder.add_edge(START, "load")
+    builder.add_edge("load", "tick")
+    builder.add_conditional_edges("tick", again, ["tick", END])
+    return builder.compile(checkpointer=checkpointer)
+
+
+def manual_checkpoint(values: dict[str, Any], version: str) -> Checkpoint:
+    """A checkpoint holding ``values``, every channel at ``version``."""
+    cp = empty_checkpoint()
+    cp["channel_values"] = dict(values)
+    cp["channel_versions"] = {name: version for name in values}
+    return cp
+
+
+def put_values(saver: S3Saver, thread_id: str, values: dict[str, Any], version: str) -> str:
+    """Put a checkpoint whose every channel is new at ``version``; return its id."""
+    cp = manual_checkpoint(values, version)
+    saver.put(cfg(thread_id), cp, {"source": "loop", "step": 0}, dict(cp["channel_versions"]))
+    return cp["id"]
+
+
+# --------------------------------------------------------------------------- tests
+def test_unchanged_large_channel_is_stored_once_across_steps(
+    backend: Backend, request_log: RequestLog
+) -> None:
+    """A 200 KB channel set once and carried through ~60 more checkpoints, by a new saver
+    (cold cache, as a new container) and then by the same warm saver, is never uploaded
+    again: the blob objects and their bytes do not change, the only PutObject requests are
+    the steps' own checkpoint objects (small ones may live in the index instead), and each
+    step adds a small fraction of the document."""
+    doc = os.urandom(100_000).hex()  # 200 KB, only ~2x compressible
+    thread = "dedup"
+    # durability="exit": the first run stores one checkpoint holding the document.
+    build_ticker(backend.saver(), doc).invoke({"target": 2}, cfg(thread), durability="exit")
+    blobs = blob_objects(backend, thread)
+    assert blobs, "a 200 KB value should be stored as blob(s)"
+    assert sum(blobs.values()) < len(doc)  # compressed
+    checkpoints_before = checkpoint_count(backend, thread)
+    objects_before = set(checkpoint_objects(backend, thread))
+    bytes_before = stored_bytes(backend)
+
+    puts = PutKeys()
+    saver = instrumented(backend, request_log, puts)  # cold cache: a new container
+    final = build_ticker(saver).invoke({"target": 30}, cfg(thread))
+    assert (final["count"], final["doc"] == doc) == (30, True)
+    final = build_ticker(saver).invoke({"target": 60}, cfg(thread), durability="sync")
+    assert (final["count"], final["doc"] == doc) == (60, True)
+
+    new_checkpoints = checkpoint_count(backend, thread) - checkpoints_before
+    assert new_checkpoints >= 58
+    assert blob_objects(backend, thread) == blobs
+    assert [k for k in puts.keys if "/b/" in k] == []
+    new_objects = set(checkpoint_objects(backend, thread)) - objects_before
+    assert sorted(puts.keys) == sorted(new_objects)
+    assert request_log.counts()[("s3", "PutObject")] == len(new_objects) <= new_checkpoints
+    growth_per_step = (stored_bytes(backend) - bytes_before) / new_checkpoints
+    assert growth_per_step < len(doc) / 50, growth_per_step
+
+    state = build_ticker(backend.saver()).get_state(cfg(thread))
+    assert state.values == {"doc": doc, "count": 60, "target": 60}
+
+
+@pytest.mark.parametrize("source", ["node", "input"])
+def test_new_large_value_is_uploaded_once(
+    server_backend: Backend, request_log: RequestLog, source: str
+) -> None:
+    """A new 200 KB value reaches the saver twice at about the same time: as the pending
+    write of the task (or input) that produced it and inside the next checkpoint. Its
+    chunks must be sent once each: blob PutObject requests == distinct blob objects.
+    """
+    doc = os.urandom(100_000).hex()
+    puts = PutKeys()
+    saver = instrumented(server_backend, request_log, puts)
+    if source == "node":
+        graph = build_ticker(saver, doc)
+        graph.invoke({"target": 3}, cfg("fresh"), durability="sync")
+    else:
+        graph = build_ticker(saver)
+        graph.invoke({"doc": doc, "count": 0, "target": 3}, cfg("fresh"))
+    blobs = blob_objects(server_backend, "fresh")
+    blob_puts = Counter(k for k in puts.keys if "/b/" in k)
+    assert set(blob_puts) == set(blobs)
+    duplicated = {k: n for k, n in blob_puts.items() if n > 1}
+    assert not duplicated, (
+        f"{len(duplicated)} of {len(blobs)} blobs were sent more than once "
+        f"({sum(blob_puts.values())} PutObject for {len(blobs)} objects)"
+    )
+
+
+def test_same_content_twice_is_one_object(backend: Backend, request_log: RequestLog) -> None:
+    """The same large value written again (new channel version, another channel, or by
+    another saver with an empty cache) maps to the same blob keys and adds no object;
+    the same saver does not even send it again."""
+    thread = "same"
+    value = os.urandom(40_000)  # above the inline threshold, below the chunking threshold
+    puts = PutKeys()
+    saver = instrumented(backend, request_log, puts)
+    put_values(saver, thread, {"a": value}, "1")
+    blobs = blob_objects(backend, thread)
+    assert len(blobs) == 1
+    uploads_first = [k for k in puts.keys if "/b/" in k]
+    assert uploads_first == list(blobs)
+
+    # Same saver: a new version of the same channel, and a second channel, same bytes.
+    put_values(saver, thread, {"a": value, "b": value}, "2")
+    assert blob_objects(backend, thread) == blobs
+    assert [k for k in puts.keys if "/b/" in k] == uploads_first
+
+    # Another saver (a new container): it may send the blob again but it stays one object.
+    other = backend.saver()
+    put_values(other, thread, {"c": value}, "3")
+    assert blob_objects(backend, thread) == blobs
+    assert checkpoint_count(backend, thread) == 3
+    tup = backend.saver().get_tuple(cfg(thread))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"c": value}
+
+
+def test_blobs_are_per_thread(backend: Backend) -> None:
+    """Equal content in two threads is stored under each thread's own prefix, so deleting
+    one thread never removes data another thread references."""
+    value = os.urandom(30_000)
+    saver = backend.saver()
+    put_values(saver, "one", {"v": value}, "1")
+    put_values(saver, "two", {"v": value}, "1")
+    one, two = blob_objects(backend, "one"), blob_objects(backend, "two")
+    assert len(one) == len(two) == 1
+    assert [k.rsplit("/", 1)[1] for k in one] == [k.rsplit("/", 1)[1] for k in two]
+    saver.delete_thread("one")
+    tup = backend.saver().get_tuple(cfg("two"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"]["v"] == value
+
+
+def test_small_values_are_inlined(backend: Backend, request_log: RequestLog) -> None:
+    """Values of at most ``inline_threshold`` serialized bytes live inside the checkpoint
+    object (no blob object); one byte more gets a blob. Small pending writes cost no S3
+    request at all."""
+    at_limit = os.urandom(DEFAULT_INLINE_THRESHOLD)  # bytes serialize to themselves
+    over_limit = os.urandom(DEFAULT_INLINE_THRESHOLD + 1)
+    saver = backend.saver()
+
+    put_values(saver, "small", {"x": at_limit, "n": 7, "s": "text"}, "1")
+    assert blob_objects(backend, "small") == {}
+    assert checkpoint_count(backend, "small") == 1
+
+    put_values(saver, "big", {"x": over_limit}, "1")
+    assert len(blob_objects(backend, "big")) == 1
+
+    puts = PutKeys()
+    logged = instrumented(backend, request_log, puts)
+    cid = put_values(logged, "w", {"n": 1}, "1")
+    request_log.clear()
+    logged.put_writes(cfg("w", checkpoint_id=cid), [("n", 2), ("msg", "hi" * 100)], "task-1")
+    assert [op for service, op in request_log.calls if service == "s3"] == []
+    assert blob_objects(backend, "w") == {}
+
+    fresh = backend.saver()
+    small = fresh.get_tuple(cfg("small"))
+    big = fresh.get_tuple(cfg("big"))
+    writes = fresh.get_tuple(cfg("w"))
+    assert small is not None and big is not None and writes is not None
+    assert small.checkpoint["channel_values"] == {"x": at_limit, "n": 7, "s": "text"}
+    assert big.checkpoint["channel_values"] == {"x": over_limit}
+    assert writes.pending_writes == [("task-1", "n", 2), ("task-1", "msg", "hi" * 100)]
+
+
+def test_inline_threshold_is_configurable(backend: Backend) -> None:
+    """With ``inline_threshold=0`` even a tiny value becomes a blob, and it still reads back."""
+    make: Callable[..., S3Saver] = backend.saver
+    put_values(make(inline_threshold=0), "zero", {"x": b"tiny"}, "1")
+    assert len(blob_objects(backend, "zero")) == 1
+    tup = make().get_tuple(cfg("zero"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"x": b"tiny"}
