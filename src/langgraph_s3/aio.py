@@ -49,6 +49,18 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the mod
     aioboto3 = None
 
 
+_SESSION: Any = None
+
+
+def _default_session() -> Any:
+    """One aioboto3 session per process: creating one costs ~0.2 s (it loads botocore's
+    data), which every new saver would otherwise pay on its first call."""
+    global _SESSION
+    if _SESSION is None:
+        _SESSION = aioboto3.Session()
+    return _SESSION
+
+
 class AsyncS3Saver(SaverCore):
     """The async twin of :class:`~langgraph_s3.S3Saver`, built on aioboto3.
 
@@ -159,7 +171,7 @@ class AsyncS3Saver(SaverCore):
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._s3 is None or self._ddb is None:
-                session = self._session or aioboto3.Session()
+                session = self._session or _default_session()
                 config = AioConfig(
                     max_pool_connections=max(10, self.max_concurrency),
                     retries={"mode": "standard"},
@@ -182,7 +194,7 @@ class AsyncS3Saver(SaverCore):
             assert self.cross_region is not None
             await self._clients()
             assert self._stack is not None
-            session = self._session or aioboto3.Session()
+            session = self._session or _default_session()
             self._home_s3 = await self._stack.enter_async_context(
                 session.client(
                     "s3", region_name=self.cross_region.home_region, endpoint_url=self.endpoint_url
@@ -219,6 +231,9 @@ class AsyncS3Saver(SaverCore):
         return finish(op, response)
 
     async def _bounded(self, op: Any) -> Any:
+        if isinstance(op, WaitUpload):
+            # A wait holds no request slot: the upload it waits for may need one.
+            return await self._perform(op)
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.max_concurrency)
         async with self._sem:

@@ -230,7 +230,21 @@ class S3Saver(SaverCore):
             return [self._perform(ops[0])]
         if not ops:
             return []
-        return list(self._executor().map(self._perform, ops))
+        # Waits for another flow's upload run here, never on a pool worker: a worker
+        # blocked on an upload queued behind it in the same pool would never wake.
+        pool = self._executor()
+        futures = {
+            i: pool.submit(self._perform, op)
+            for i, op in enumerate(ops)
+            if not isinstance(op, WaitUpload)
+        }
+        results: list[Any] = [None] * len(ops)
+        for i, op in enumerate(ops):
+            if isinstance(op, WaitUpload):
+                results[i] = self._perform(op)
+        for i, fut in futures.items():
+            results[i] = fut.result()
+        return results
 
     def _run(self, flow: Flow[T]) -> T:
         value: Any = None
