@@ -20,7 +20,7 @@ from langgraph_s3.errors import (
     UnsupportedFormatError,
 )
 from langgraph_s3.regions import CrossRegion
-from langgraph_s3.saver import S3Saver
+from langgraph_s3.saver import S3Saver, parse_conn_string
 
 if TYPE_CHECKING:
     from langgraph_s3.aio import AsyncS3Saver
@@ -42,6 +42,7 @@ __all__ = [
     "ThreadExistsError",
     "ThreadOwnedElsewhereError",
     "UnsupportedFormatError",
+    "parse_conn_string",
 ]
 
 
