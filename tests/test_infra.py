@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -814,7 +815,9 @@ def test_every_public_method_was_exercised(traffic: Traffic) -> None:
     missing = wanted - traffic.recorder.methods
     assert not missing, f"not exercised: {sorted(missing)}"
     calls = traffic.recorder.calls
-    assert [(s, op) for s, op, _, _ in calls] == traffic.recorder.sent
+    # Same calls as on the wire; their order varies, since LangGraph saves pending
+    # writes concurrently with checkpoints.
+    assert Counter((s, op) for s, op, _, _ in calls) == Counter(traffic.recorder.sent)
 
 
 def test_runtime_policy_allows_every_call_the_saver_makes(traffic: Traffic) -> None:
