@@ -42,8 +42,6 @@ class Lineage:
         self._max = max_entries
         self._clock = clock
         self._seen: OrderedDict[_Key, list[float]] = OrderedDict()
-        # checkpoint id -> parent id, for checkpoints this saver committed as continuations
-        self._committed: OrderedDict[tuple[str, str, str], str] = OrderedDict()
         self._lock = threading.Lock()
 
     def _live(self, key: _Key) -> list[float]:
@@ -78,32 +76,11 @@ class Lineage:
                 if not stamps:
                     self._seen.pop(key, None)
 
-    def committed(self, thread_id: str, ns: str, checkpoint_id: str, parent_id: str) -> None:
-        """Record a continuation this saver committed, and observe it as the new head."""
-        with self._lock:
-            self._committed[(thread_id, ns, checkpoint_id)] = parent_id
-            while len(self._committed) > self._max:
-                self._committed.popitem(last=False)
+    def committed(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
+        """A continuation this saver committed is the new head: observe it."""
         self.observe(thread_id, ns, checkpoint_id)
-
-    def descends_from(self, thread_id: str, ns: str, head: str, ancestor: str) -> bool:
-        """True if ``head`` was committed by this saver on a chain starting at ``ancestor``."""
-        with self._lock:
-            cursor: str | None = head
-            for _ in range(10_000):
-                if cursor is None:
-                    return False
-                parent = self._committed.get((thread_id, ns, cursor))
-                if parent is None:
-                    return False
-                if parent == ancestor:
-                    return True
-                cursor = parent or None
-            return False
 
     def forget_thread(self, thread_id: str) -> None:
         with self._lock:
             for key in [k for k in self._seen if k[0] == thread_id]:
                 del self._seen[key]
-            for key in [k for k in self._committed if k[0] == thread_id]:
-                del self._committed[key]

@@ -606,7 +606,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         yield from self._commit(thread_id, ns, cid, parent_id, item, guarded)
         if guarded:
             self._lineage.consume(thread_id, ns, parent_id)
-            self._lineage.committed(thread_id, ns, cid, parent_id or "")
+            self._lineage.committed(thread_id, ns, cid)
         for cache_key, entry in fresh.items():
             self._entries.put(cache_key, entry, _entry_size(entry))
         return {
@@ -1179,7 +1179,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             for tup in tuples:
                 if filter and not all(tup.metadata.get(k) == v for k, v in filter.items()):
                     continue
-                yield _Emit(tup)
+                yield Emit(tup)
                 if remaining is not None:
                     remaining -= 1
                     if remaining <= 0:
@@ -1271,23 +1271,14 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     # ---------------------------------------------------------------- deletes
     def _delete_items(self, keys: Sequence[dict[str, Any]]) -> Flow[None]:
-        """BatchWriteItem deletes, 25 at a time, concurrently, retrying what DynamoDB defers."""
-        pending = [{"DeleteRequest": {"Key": k}} for k in keys]
-        attempt = 0
-        while pending:
-            batches = [pending[i : i + _BATCH_WRITE] for i in range(0, len(pending), _BATCH_WRITE)]
-            results = yield [
-                Ddb("batch_write_item", {"RequestItems": {self.table: b}}) for b in batches
-            ]
-            pending = [
-                r for res in results for r in res.get("UnprocessedItems", {}).get(self.table, [])
-            ]
-            if pending:
-                attempt += 1
-                yield Sleep(min(0.05 * 2**attempt, 2.0))
+        yield from self._batch_write([{"DeleteRequest": {"Key": k}} for k in keys])
 
     def _put_items(self, items: Sequence[dict[str, Any]]) -> Flow[None]:
-        pending = [{"PutRequest": {"Item": i}} for i in items]
+        yield from self._batch_write([{"PutRequest": {"Item": i}} for i in items])
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> Flow[None]:
+        """BatchWriteItem, 25 requests at a time, concurrently, retrying what DynamoDB defers."""
+        pending = requests
         attempt = 0
         while pending:
             batches = [pending[i : i + _BATCH_WRITE] for i in range(0, len(pending), _BATCH_WRITE)]
@@ -1711,13 +1702,10 @@ class SaverCore(BaseCheckpointSaver[str]):
 
 
 @dataclass(frozen=True)
-class _Emit:
+class Emit:
     """A result of ``list_flow`` (as opposed to an I/O operation)."""
 
     value: CheckpointTuple
-
-
-Emit = _Emit
 
 
 def writes_value(writes: Sequence[tuple[str, Any]], widx: int, channel: str) -> Any:
