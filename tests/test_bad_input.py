@@ -266,9 +266,10 @@ async def test_missing_table_async(server_backend: Backend) -> None:
 class Seeded:
     """A thread with a checkpoint (inline values and a blob value) and a large pending write.
 
-    With ``pad`` the checkpoint body is large enough (15 KB of incompressible inline data)
-    to be stored as an S3 object; without it the body is small, and the saver may keep it
-    inside the DynamoDB index item instead. The helpers damage the body wherever it is.
+    With ``pad`` the checkpoint body is large enough (30 incompressible inline values of
+    400 bytes, each too small to be worth a blob of its own) to be stored as an S3 object;
+    without it the body is small, and the saver keeps it inside the DynamoDB index item
+    instead. The helpers damage the body wherever it is.
     """
 
     def __init__(self, backend: Backend, thread: str = "damaged", pad: bool = True) -> None:
@@ -278,7 +279,7 @@ class Seeded:
         self.big_write = os.urandom(50_000)
         self.values: dict[str, Any] = {"small": "s", "big": self.big}
         if pad:
-            self.values["pad"] = os.urandom(15_000)
+            self.values.update({f"pad{i}": os.urandom(400) for i in range(30)})
         saver = backend.saver()
         self.config = put(saver, self.thread, self.values)
         saver.put_writes(self.config, [("w", self.big_write)], "task-1")
@@ -296,7 +297,7 @@ class Seeded:
         objects = [k for k in mine if "/c/" in k]
         assert objects == ([] if self.in_item else [self.checkpoint_key])
         if pad:
-            assert not self.in_item, "a 15 KB checkpoint body is expected in S3"
+            assert not self.in_item, "a 12 KB checkpoint body is expected in S3"
         self.blob_keys = sorted(k for k in mine if "/b/" in k)
         assert len(self.blob_keys) == 2
         self.blob_of_value = next(

@@ -124,11 +124,12 @@ async def test_subgraph_interrupt_crosses_savers(server_backend: Backend) -> Non
 # --------------------------------------------------------------------------- bytes
 def fixed_checkpoints() -> list[tuple[Checkpoint, CheckpointMetadata]]:
     """Two checkpoints (ids and timestamps fixed) with inline, blob and chunked values: the
-    first has a small body, the second a 12 KB incompressible inline value, so its body
-    is large enough for an S3 object of its own."""
+    first has a small body, the second 12 KB of incompressible inline values too small to
+    move to blobs, so its body is large enough for an S3 object of its own."""
     text = " ".join(f"word{i}" for i in range(40_000))  # ~350 KB: chunked
     out = []
-    for step, extra in ((3, {}), (4, {"noise": os.urandom(12_000)})):
+    noise = {f"noise{i}": os.urandom(400) for i in range(30)}
+    for step, extra in ((3, {}), (4, noise)):
         cp = empty_checkpoint()
         cp["channel_values"] = {
             "small": {"n": step, "tags": ["a", "b"]},

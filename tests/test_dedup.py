@@ -8,6 +8,7 @@ blob and a second copy of the same content are caught.
 from __future__ import annotations
 
 import os
+import random
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypedDict
@@ -234,14 +235,15 @@ def test_blobs_are_per_thread(backend: Backend) -> None:
 
 def test_small_values_are_inlined(backend: Backend, request_log: RequestLog) -> None:
     """Values of at most ``inline_threshold`` serialized bytes live inside the checkpoint
-    object (no blob object); one byte more gets a blob. Small pending writes cost no S3
-    request at all."""
-    at_limit = os.urandom(DEFAULT_INLINE_THRESHOLD)  # bytes serialize to themselves
-    over_limit = os.urandom(DEFAULT_INLINE_THRESHOLD + 1)
+    body (no blob object) while the body fits in the index item; one byte more gets a
+    blob. Small pending writes cost no S3 request at all."""
+    at_limit = b"abcd" * (DEFAULT_INLINE_THRESHOLD // 4)  # compressible: the body stays small
+    over_limit = at_limit + b"e"
     saver = backend.saver()
 
     put_values(saver, "small", {"x": at_limit, "n": 7, "s": "text"}, "1")
     assert blob_objects(backend, "small") == {}
+    assert checkpoint_objects(backend, "small") == []
     assert checkpoint_count(backend, "small") == 1
 
     put_values(saver, "big", {"x": over_limit}, "1")
@@ -273,3 +275,117 @@ def test_inline_threshold_is_configurable(backend: Backend) -> None:
     tup = make().get_tuple(cfg("zero"))
     assert tup is not None
     assert tup.checkpoint["channel_values"] == {"x": b"tiny"}
+
+
+def test_value_too_large_for_the_index_body_moves_to_a_blob_once(
+    backend: Backend, request_log: RequestLog
+) -> None:
+    """An incompressible 10 KB value is under the inline threshold, but inlined it would push
+    every checkpoint body out of the index and into an S3 object of its own. It is stored
+    as a blob instead, once: the steps that carry it unchanged make no S3 request, and a new
+    saver reads it back."""
+    context = os.urandom(10_000)
+    puts = PutKeys()
+    saver = instrumented(backend, request_log, puts)
+    put_values(saver, "ctx", {"context": context, "n": 0}, "1")
+    assert len(blob_objects(backend, "ctx")) == 1
+    assert checkpoint_objects(backend, "ctx") == []  # the body is in the index item
+
+    request_log.clear()
+    for step in range(2, 5):  # context unchanged: its version stays "1"
+        tup = saver.get_tuple(cfg("ctx"))
+        assert tup is not None
+        cp = manual_checkpoint({"context": context, "n": step}, "1")
+        cp["channel_versions"]["n"] = str(step)
+        saver.put(tup.config, cp, {"source": "loop", "step": step}, {"n": str(step)})
+    assert [op for service, op in request_log.calls if service == "s3"] == []
+    assert len(blob_objects(backend, "ctx")) == 1
+    assert checkpoint_objects(backend, "ctx") == []
+    tup = backend.saver().get_tuple(cfg("ctx"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"context": context, "n": 4}
+
+
+def test_nothing_moves_when_the_body_cannot_fit_the_index(backend: Backend) -> None:
+    """When moving the large inline values would still leave the body too large for the index
+    (here 12 KB of values too small to be worth a blob each), nothing moves: the body goes to
+    S3 as one object and no blob is added."""
+    values: dict[str, Any] = {f"p{i}": os.urandom(400) for i in range(30)}
+    values["mid"] = os.urandom(3_000)
+    put_values(backend.saver(), "nofit", values, "1")
+    assert blob_objects(backend, "nofit") == {}
+    assert len(checkpoint_objects(backend, "nofit")) == 1
+    tup = backend.saver().get_tuple(cfg("nofit"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == values
+
+
+def test_appended_list_stores_only_what_was_appended(
+    backend: Backend, request_log: RequestLog
+) -> None:
+    """A 300 KB list that grows by a ~1 KB item per step re-uses every chunk it already has,
+    also from a saver that only read the thread (a new container): over 40 appends the blob
+    bytes sent stay within a small multiple of the bytes appended, far below one re-written
+    16 KiB chunk per step, and every version reads back exactly."""
+    rng = random.Random(7)
+    words = [f"w{rng.randrange(5000)}" for _ in range(200_000)]
+
+    def item(i: int) -> str:
+        return " ".join(words[i * 150 : (i + 1) * 150])  # ~1 KB, compresses like prose
+
+    items = [item(i) for i in range(300)]
+    saver = backend.saver()
+    put_values(saver, "grow", {"messages": list(items)}, "1")
+    sent: list[int] = []
+
+    def blob_bytes_sent(s3: Any) -> None:
+        def record(params: dict[str, Any], **_: Any) -> None:
+            if "/b/" in params["Key"]:
+                sent.append(len(params["Body"]))
+
+        s3.meta.events.register("before-parameter-build.s3.PutObject", record)
+
+    appended = 0
+    for step in range(2, 42):
+        if step in (2, 22):  # a new saver (a new container) that has only read the thread
+            s3 = backend.s3()
+            blob_bytes_sent(s3)
+            saver = backend.saver(s3_client=s3)
+        tup = saver.get_tuple(cfg("grow"))
+        assert tup is not None
+        assert tup.checkpoint["channel_values"]["messages"] == items
+        new = item(300 + step)
+        items.append(new)
+        appended += len(new)
+        cp = manual_checkpoint({"messages": list(items)}, str(step))
+        saver.put(tup.config, cp, {"source": "loop", "step": step}, {"messages": str(step)})
+    assert sum(sent) < 3 * appended, (sum(sent), appended)
+    # The old scheme (re-writing the last chunk on every append) sends ~16 KiB raw per step.
+    assert sum(sent) < 40 * 4_000
+    tup = backend.saver().get_tuple(cfg("grow"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"]["messages"] == items
+
+
+def test_edited_value_does_not_trust_a_stale_chunk_hint(backend: Backend) -> None:
+    """The chunks a saver remembers from the previous version are only a hint: a new version
+    that changes bytes inside them (not an append), or shrinks, or is replaced outright, is
+    stored and read back exactly."""
+    rng = random.Random(3)
+    doc = bytearray(rng.randbytes(200_000))
+    saver = backend.saver()
+    put_values(saver, "edit", {"doc": bytes(doc)}, "1")
+    versions = []
+    doc[1000:1010] = b"0123456789"  # inside the first chunk
+    versions.append(bytes(doc))
+    versions.append(bytes(doc[:150_000]))  # shrunk
+    versions.append(bytes(doc[:150_000]) + b"tail" * 10)  # shrunk, then appended
+    versions.append(rng.randbytes(70_000))  # replaced
+    for i, value in enumerate(versions, start=2):
+        tup = saver.get_tuple(cfg("edit"))
+        assert tup is not None
+        cp = manual_checkpoint({"doc": value}, str(i))
+        saver.put(tup.config, cp, {"source": "loop", "step": i}, {"doc": str(i)})
+        fresh = backend.saver().get_tuple(cfg("edit"))
+        assert fresh is not None
+        assert fresh.checkpoint["channel_values"]["doc"] == value

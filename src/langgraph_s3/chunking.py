@@ -9,16 +9,33 @@ grows by one message per turn re-uses all of its chunks but the last.
 msgpack puts a container's length in front of it, so a list that grows changes
 its first bytes on every append. That length header is kept out of the chunks
 (stored inline in the entry as ``head``) so the first chunk stays stable too.
+
+Appends get one more step (:func:`plan`). Content-defined chunking alone rewrites
+the value's last chunk, on average 16 KiB, on every append, because it ends where
+the data ends rather than at a content boundary. So a value is stored as *stable*
+chunks (each ended by a content boundary, exactly the chunks FastCDC cuts) followed
+by a few *pieces*: the unfinished end of the value, kept in the sizes in which it
+was appended. A new version that starts with the previous version's bytes (checked
+by hashing, never assumed) keeps every stable chunk and every piece and adds only
+what was appended; once a content boundary appears in the pieces, the bytes before
+it become a stable chunk. Each appended byte is written about twice instead of
+being rewritten with the whole last chunk on every append.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 #: Serialized values larger than this are chunked; smaller ones are one blob.
 CHUNK_THRESHOLD = 64 * 1024
 #: FastCDC's average chunk size (min = avg/4, max = avg*4).
 AVG_CHUNK = 16 * 1024
+#: At most this many pieces follow the stable chunks; beyond it they are merged into
+#: one, which bounds the references a checkpoint carries for a value appended to in
+#: many tiny steps.
+MAX_PIECES = 16
 
 # msgpack type byte -> length of the header that carries a size:
 # str8/16/32, bin8/16/32, array16/32, map16/32 (fixarray/fixmap/fixstr: 1 byte).
@@ -59,3 +76,76 @@ def chunks(data: bytes) -> Iterator[bytes]:
 
     for chunk in FastCDC(AVG_CHUNK).cut_buf(data):
         yield bytes(chunk.data)
+
+
+def _cdc(data: bytes) -> list[bytes]:
+    from pyfastcdc import FastCDC
+
+    return [bytes(c.data) for c in FastCDC(AVG_CHUNK).cut_buf(data)]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk of a value: the SHA-256 of its bytes, its size, its bytes if new."""
+
+    digest: bytes
+    size: int
+    #: ``None`` when the chunk is re-used from the previous version (already stored).
+    data: bytes | None
+
+
+@dataclass(frozen=True)
+class Previous:
+    """What the saver knows of the version a new value probably extends."""
+
+    digests: Sequence[bytes]
+    sizes: Sequence[int]
+    #: How many leading chunks are stable (ended by a content boundary).
+    stable: int
+
+
+def _new(data: bytes) -> Chunk:
+    return Chunk(hashlib.sha256(data).digest(), len(data), data)
+
+
+def plan(data: bytes, previous: Previous | None = None) -> tuple[list[Chunk], int]:
+    """Cut ``data`` into chunks, re-using what it shares with ``previous``.
+
+    Returns the chunks in order and how many leading ones are stable. Without a
+    usable ``previous`` this is plain content-defined chunking (one chunk up to
+    :data:`CHUNK_THRESHOLD`); the result never depends on ``previous`` being right,
+    only its cost does, because every re-used chunk is verified against ``data``.
+    """
+    matched, offset = 0, 0
+    if previous is not None:
+        for d, size in zip(previous.digests, previous.sizes, strict=False):
+            end = offset + size
+            if end > len(data) or hashlib.sha256(data[offset:end]).digest() != d:
+                break
+            matched, offset = matched + 1, end
+    if matched == 0:
+        if len(data) <= CHUNK_THRESHOLD:
+            return ([_new(data)] if data else []), 0
+        cuts = _cdc(data)
+        return [_new(c) for c in cuts], len(cuts) - 1
+    assert previous is not None
+    stable = min(matched, previous.stable)
+    if offset == len(data):  # nothing appended: the same chunks again
+        return [Chunk(previous.digests[i], previous.sizes[i], None) for i in range(matched)], stable
+    out = [Chunk(previous.digests[i], previous.sizes[i], None) for i in range(stable)]
+    start = sum(previous.sizes[:stable])
+    # FastCDC's cut points depend only on the bytes since the previous cut, so
+    # chunking from the last stable boundary gives the chunks a full pass would.
+    cuts = _cdc(data[start:]) if len(data) > start else []
+    for c in cuts[:-1]:
+        out.append(_new(c))
+    if len(cuts) > 1 or matched == stable:
+        # A new boundary (or nothing to keep): the unfinished end is one new piece.
+        rest = cuts[-1:] if len(cuts) > 1 else ([data[start:]] if len(data) > start else [])
+        return out + [_new(c) for c in rest], len(out)
+    pieces = [Chunk(previous.digests[i], previous.sizes[i], None) for i in range(stable, matched)]
+    if len(data) > offset:
+        pieces.append(_new(data[offset:]))
+    if len(pieces) > MAX_PIECES:
+        pieces = [_new(data[start:])]
+    return out + pieces, stable

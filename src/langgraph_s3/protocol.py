@@ -78,6 +78,9 @@ DEFAULT_INLINE_THRESHOLD = 16 * 1024
 #: index item instead of S3: the commit writes them anyway, so a step costs no S3
 #: PUT and a resume no GET. See docs/layout.md ("Where the checkpoint body lives").
 INDEX_INLINE_LIMIT = 4 * 1024
+#: Inline values smaller than this stay in the body even when it is too large for the
+#: index: moving them would save less than the PUT they cost.
+_MIN_MOVED = 512
 #: Pending-write values above this size go to a blob instead of the index item.
 WRITE_INLINE_THRESHOLD = 32 * 1024
 #: DynamoDB items are limited to 400 KB; stay well clear of it.
@@ -288,6 +291,12 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._blob_cache: LRU[str, bytes] = LRU(100_000, cache_bytes)
         # blob keys known to exist, so put() does not upload them again.
         self._known_blobs: LRU[str, bool] = LRU(200_000, ttl=cache_ttl)
+        # (thread, ns, channel) -> the blob entry of the channel's latest version this
+        # saver wrote or read: the next version usually extends it (a message list),
+        # so its blobs are re-used after verification. Trusted for cache_ttl like above.
+        self._latest_entries: LRU[tuple[str, str, str], list[Any]] = LRU(
+            50_000, cache_bytes, ttl=cache_ttl
+        )
         # blob key -> the upload in progress: LangGraph hands a new value to the saver
         # twice at once (the task's pending write and the next checkpoint), and the
         # second flow waits for the first instead of sending the same bytes again.
@@ -347,29 +356,45 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------ value codec
     def _encode_value(
-        self, thread_id: str, value: Any, what: str, inline_limit: int
+        self,
+        thread_id: str,
+        value: Any,
+        what: str,
+        inline_limit: int,
+        previous: Sequence[Any] | None = None,
     ) -> tuple[list[Any], dict[str, bytes]]:
         """A value entry for an envelope, and the blobs it needs uploaded.
 
         Entries are ``["i", type, bytes]`` (inline) or ``["r", type, digests, sizes,
-        head]``: the value's bytes are ``head`` followed by the blobs, in order.
+        head, stable]``: the value's bytes are ``head`` followed by the blobs, in
+        order, and the first ``stable`` blobs end at content boundaries
+        (:func:`chunking.plan`). ``previous`` is the entry this value probably
+        extends; it only saves work, every re-used blob is verified.
         """
         type_, data = self._serialize(value, what)
         if len(data) <= inline_limit:
             return ["i", type_, data], {}
+        return self._blob_entry(thread_id, type_, data, previous)
+
+    def _blob_entry(
+        self, thread_id: str, type_: str, data: bytes, previous: Sequence[Any] | None
+    ) -> tuple[list[Any], dict[str, bytes]]:
         head, body = chunking.split_head(type_, data)
-        digests: list[bytes] = []
-        sizes: list[int] = []
+        hint = None
+        if previous is not None and previous[0] == "r" and previous[1] == type_:
+            hint = chunking.Previous(previous[2], previous[3], _stable_count(previous))
+        planned, stable = chunking.plan(body, hint)
         uploads: dict[str, bytes] = {}
-        for chunk in chunking.chunks(body):
-            raw = codec.digest_bytes(chunk)
-            digests.append(raw)
-            sizes.append(len(chunk))
-            key = self.layout.blob_key(thread_id, raw.hex())
+        for chunk in planned:
+            if chunk.data is None:
+                continue
+            key = self.layout.blob_key(thread_id, chunk.digest.hex())
             if key not in self._known_blobs and key not in uploads:
-                uploads[key] = codec.frame(codec.KIND_BLOB, chunk, self.compression_level)
-                self._blob_cache.put(key, chunk, len(chunk))
-        return ["r", type_, digests, sizes, head], uploads
+                uploads[key] = codec.frame(codec.KIND_BLOB, chunk.data, self.compression_level)
+                self._blob_cache.put(key, chunk.data, chunk.size)
+        digests = [c.digest for c in planned]
+        sizes = [c.size for c in planned]
+        return ["r", type_, digests, sizes, head, stable], uploads
 
     def _entry_keys(self, thread_id: str, entry: Sequence[Any]) -> list[str]:
         if entry[0] == "r":
@@ -539,7 +564,7 @@ class SaverCore(BaseCheckpointSaver[str]):
 
         entries: dict[str, list[Any]] = {}
         uploads: dict[str, bytes] = {}
-        fresh: dict[tuple[str, str, str, str], list[Any]] = {}
+        fresh: dict[str, list[Any]] = {}
         for name, value in values.items():
             if name not in versions:
                 continue  # like InMemorySaver: only versioned channels are stored
@@ -547,10 +572,14 @@ class SaverCore(BaseCheckpointSaver[str]):
             entry = None if name in new_versions else self._entries.get(cache_key)
             if entry is None:
                 entry, blobs = self._encode_value(
-                    thread_id, value, f"channel {name!r}", self.inline_threshold
+                    thread_id,
+                    value,
+                    f"channel {name!r}",
+                    self.inline_threshold,
+                    self._latest_entries.get((thread_id, ns, name)),
                 )
                 uploads.update(blobs)
-                fresh[cache_key] = entry
+                fresh[name] = entry
             entries[name] = entry
         empty = sorted(ch for ch in versions if ch not in entries)
 
@@ -565,7 +594,9 @@ class SaverCore(BaseCheckpointSaver[str]):
             "md": list(self._serialize_metadata(md)),
             "ch": entries,
         }
-        body = codec.frame(codec.KIND_CHECKPOINT, codec.pack(envelope), self.compression_level)
+        body = self._frame_body(envelope)
+        if len(body) > self.index_inline_limit:
+            body = self._fit_in_index(thread_id, ns, envelope, body, uploads, fresh)
         digest = codec.digest(body)
         key = self.layout.checkpoint_key(thread_id, ns, cid, digest)
         in_index = len(body) <= self.index_inline_limit
@@ -607,8 +638,10 @@ class SaverCore(BaseCheckpointSaver[str]):
         if guarded:
             self._lineage.consume(thread_id, ns, parent_id)
             self._lineage.committed(thread_id, ns, cid)
-        for cache_key, entry in fresh.items():
-            self._entries.put(cache_key, entry, _entry_size(entry))
+        for name, entry in fresh.items():
+            key = (thread_id, ns, name, str(versions[name]))
+            self._entries.put(key, entry, _entry_size(entry))
+            self._remember_latest(thread_id, ns, name, entry)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -616,6 +649,54 @@ class SaverCore(BaseCheckpointSaver[str]):
                 "checkpoint_id": cid,
             }
         }
+
+    def _frame_body(self, envelope: Mapping[str, Any]) -> bytes:
+        return codec.frame(codec.KIND_CHECKPOINT, codec.pack(envelope), self.compression_level)
+
+    def _remember_latest(self, thread_id: str, ns: str, name: str, entry: list[Any]) -> None:
+        if entry[0] == "r":
+            self._latest_entries.put((thread_id, ns, name), entry, _entry_size(entry))
+
+    def _fit_in_index(
+        self,
+        thread_id: str,
+        ns: str,
+        envelope: dict[str, Any],
+        body: bytes,
+        uploads: dict[str, bytes],
+        fresh: dict[str, list[Any]],
+    ) -> bytes:
+        """Move the largest inline values to blobs until the body fits in the index.
+
+        A body in the index costs no S3 PUT now and no GET on resume, while a value
+        moved to a blob is uploaded once and then only referenced by every later
+        checkpoint that carries it unchanged (a retrieved context, a long prompt).
+        If moving every candidate would still not make the body fit, nothing moves:
+        the body goes to S3 either way, and moved values would only add PUTs.
+        """
+        entries: dict[str, list[Any]] = envelope["ch"]
+        movable = sorted(
+            (n for n, e in entries.items() if e[0] == "i" and len(e[2]) >= _MIN_MOVED),
+            key=lambda n: -len(entries[n][2]),
+        )
+        moved: dict[str, list[Any]] = {}
+        added: dict[str, bytes] = {}
+        candidate = body
+        for name in movable:
+            type_, data = entries[name][1], entries[name][2]
+            entry, blobs = self._blob_entry(
+                thread_id, type_, data, self._latest_entries.get((thread_id, ns, name))
+            )
+            moved[name] = entry
+            added.update(blobs)
+            trial = {**envelope, "ch": {**entries, **moved}}
+            candidate = self._frame_body(trial)
+            if len(candidate) <= self.index_inline_limit:
+                entries.update(moved)
+                fresh.update(moved)
+                uploads.update(added)
+                return candidate
+        return body
 
     def _serialize_metadata(self, md: Mapping[str, Any]) -> tuple[str, bytes]:
         try:
@@ -955,7 +1036,9 @@ class SaverCore(BaseCheckpointSaver[str]):
             found = yield from self._exact_flow(thread_id, ns, cid)
         if found is None:
             return None
-        tuples = yield from self._load_flow([found], config if cid is not None else None)
+        tuples = yield from self._load_flow(
+            [found], config if cid is not None else None, remember=True
+        )
         return tuples[0]
 
     def _object_key(self, row: _Row) -> str:
@@ -1022,8 +1105,13 @@ class SaverCore(BaseCheckpointSaver[str]):
         self,
         found: Sequence[tuple[_Row, list[_WritesRow]]],
         requested: RunnableConfig | None,
+        remember: bool = False,
     ) -> Flow[list[CheckpointTuple]]:
-        """Turn index items into CheckpointTuples: objects and write blobs, then value blobs."""
+        """Turn index items into CheckpointTuples: objects and write blobs, then value blobs.
+
+        ``remember``: the caller is about to continue from this checkpoint, so its
+        blob entries become the hints the next put() chunks against.
+        """
         if not found:
             return []
         write_keys = [
@@ -1047,6 +1135,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         out = []
         for (row, ws), env in zip(found, envs, strict=True):
             out.append(self._assemble(row, ws, env, payloads, requested))
+            if remember:
+                for name, entry in env["ch"].items():
+                    self._remember_latest(row.thread_id, row.ns, name, entry)
         return out
 
     def _assemble(
@@ -1338,6 +1429,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._blob_cache.discard(lambda k: k.startswith(prefix))
         self._known_blobs.discard(lambda k: k.startswith(prefix))
         self._entries.discard(lambda k: k[0] == thread_id)
+        self._latest_entries.discard(lambda k: k[0] == thread_id)
         self._lineage.forget_thread(thread_id)
 
     def _drop_checkpoints(
@@ -1720,6 +1812,14 @@ def writes_value(writes: Sequence[tuple[str, Any]], widx: int, channel: str) -> 
 def _owner(item: Mapping[str, Any]) -> tuple[str, str]:
     """(partition key, sort key of the checkpoint item) for a checkpoint or writes item."""
     return item["pk"]["S"], item["sk"]["S"].split("#w#", 1)[0]
+
+
+def _stable_count(entry: Sequence[Any]) -> int:
+    # Entries written before pieces existed were plain FastCDC output: every chunk
+    # but the last ended at a content boundary.
+    if len(entry) > 5 and isinstance(entry[5], int):
+        return max(0, min(entry[5], len(entry[2])))
+    return max(0, len(entry[2]) - 1)
 
 
 def _entry_size(entry: Sequence[Any]) -> int:
