@@ -639,8 +639,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             self._lineage.consume(thread_id, ns, parent_id)
             self._lineage.committed(thread_id, ns, cid)
         for name, entry in fresh.items():
-            key = (thread_id, ns, name, str(versions[name]))
-            self._entries.put(key, entry, _entry_size(entry))
+            cache_key = (thread_id, ns, name, str(versions[name]))
+            self._entries.put(cache_key, entry, _entry_size(entry))
             self._remember_latest(thread_id, ns, name, entry)
         return {
             "configurable": {
