@@ -389,3 +389,31 @@ def test_edited_value_does_not_trust_a_stale_chunk_hint(backend: Backend) -> Non
         fresh = backend.saver().get_tuple(cfg("edit"))
         assert fresh is not None
         assert fresh.checkpoint["channel_values"]["doc"] == value
+
+
+def test_blobs_of_a_checkpoint_in_s3_are_fetched_with_it(
+    backend: Backend, request_log: RequestLog
+) -> None:
+    """When the checkpoint body is an S3 object, its index item names the value blobs, so a
+    cold get_tuple sends the object and every blob GET in one concurrent batch instead of
+    reading the object first: resume stays at 2 round trips (Query, then one batch)."""
+    values: dict[str, Any] = {f"p{i}": os.urandom(400) for i in range(30)}  # body -> S3
+    values.update({f"v{i}": os.urandom(20_000) for i in range(20)})  # 20 value blobs
+    put_values(backend.saver(), "wide", values, "1")
+    assert len(checkpoint_objects(backend, "wide")) == 1
+    assert len(blob_objects(backend, "wide")) == 20
+
+    reader = instrumented(backend, request_log, PutKeys())
+    batches: list[list[str]] = []
+    get_objects = reader._get_objects
+
+    def recording(keys: Any) -> Any:
+        batches.append(list(keys))
+        return get_objects(keys)
+
+    reader._get_objects = recording  # type: ignore[method-assign]
+    tup = reader.get_tuple(cfg("wide"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == values
+    assert [len(b) for b in batches] == [21]
+    assert request_log.counts()[("s3", "GetObject")] == 21

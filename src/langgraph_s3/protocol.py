@@ -81,6 +81,9 @@ INDEX_INLINE_LIMIT = 4 * 1024
 #: Inline values smaller than this stay in the body even when it is too large for the
 #: index: moving them would save less than the PUT they cost.
 _MIN_MOVED = 512
+#: A checkpoint item whose object is in S3 names up to this many value blobs (32 bytes
+#: each), so get_tuple fetches them in the same round trip as the object.
+_PREFETCH_MAX = 64
 #: Pending-write values above this size go to a blob instead of the index item.
 WRITE_INLINE_THRESHOLD = 32 * 1024
 #: DynamoDB items are limited to 400 KB; stay well clear of it.
@@ -143,6 +146,9 @@ class _Row:
     empty: frozenset[str]
     item: dict[str, Any]
     body: bytes | None = None  # the checkpoint object, when stored in the index item
+    # Digests of the value blobs of a checkpoint whose object is in S3, so a reader
+    # can fetch them together with the object instead of after it.
+    prefetch: tuple[bytes, ...] = ()
 
 
 @dataclass
@@ -164,7 +170,14 @@ def _parse_row(item: dict[str, Any]) -> _Row:
         empty=frozenset(item.get("e", {}).get("SS", ())),
         item=item,
         body=item["b"]["B"] if "b" in item else None,
+        prefetch=_split_digests(item["pf"]["B"]) if "pf" in item else (),
     )
+
+
+def _split_digests(data: bytes) -> tuple[bytes, ...]:
+    if len(data) % 32:
+        return ()  # not ours: a hint only, the object's own entries are what count
+    return tuple(data[i : i + 32] for i in range(0, len(data), 32))
 
 
 def _is_checkpoint_item(item: Mapping[str, Any]) -> bool:
@@ -623,6 +636,10 @@ class SaverCore(BaseCheckpointSaver[str]):
         }
         if in_index:
             item["b"] = _b(body)
+        else:
+            refs = list(dict.fromkeys(d for e in entries.values() if e[0] == "r" for d in e[2]))
+            if refs and len(refs) <= _PREFETCH_MAX:
+                item["pf"] = _b(b"".join(refs))
         if parent_id is not None:
             item["p"] = _s(parent_id)
         if isinstance(md.get("run_id"), str) and md["run_id"]:
@@ -1121,8 +1138,12 @@ class SaverCore(BaseCheckpointSaver[str]):
             for _, rec in w.records
             for k in self._entry_keys(row.thread_id, rec[1])
         ]
-        # Checkpoint objects and pending-write blobs go out in the same round trip.
-        envs = yield from self._read_envelopes([r for r, _ in found], write_keys)
+        # Checkpoint objects, pending-write blobs and the value blobs the index names
+        # go out in the same round trip.
+        prefetch = [
+            self.layout.blob_key(row.thread_id, d.hex()) for row, _ in found for d in row.prefetch
+        ]
+        envs = yield from self._read_envelopes([r for r, _ in found], write_keys + prefetch)
         write_payloads = yield from self._fetch_blobs(write_keys)  # cached by now
         value_keys = [
             k
