@@ -231,6 +231,40 @@ def test_missing_bucket_detected_on_first_write(backend: Backend) -> None:
     assert not [i for i in backend.items() if i["pk"]["S"] == LAYOUT.pk("small")]
 
 
+def test_missing_bucket_detected_on_first_read(backend: Backend) -> None:
+    """A saver's first latest-checkpoint read checks the bucket too, so a thread whose
+    checkpoints all live in the index is not read through a misconfigured saver."""
+    put(backend.saver(), "indexed", {"x": 1})
+    saver, missing = saver_without_bucket(backend)
+    expect_error(StorageNotFoundError, lambda: saver.get_tuple(cfg("indexed")), missing, "setup()")
+
+
+def test_bucket_is_checked_once_alongside_the_first_read(
+    backend: Backend, request_log: RequestLog
+) -> None:
+    """The bucket check rides along with the first get_tuple (the read every run starts
+    with) instead of delaying the first put: one HeadBucket per saver, and none by the
+    puts that follow."""
+    put(backend.saver(), "t", {"x": 1})
+    saver = backend.saver(
+        s3_client=request_log.attach(backend.s3()),
+        dynamodb_client=request_log.attach(backend.dynamodb()),
+    )
+    tup = saver.get_tuple(cfg("t"))
+    assert tup is not None
+    assert sorted(request_log.calls) == [("dynamodb", "Query"), ("s3", "HeadBucket")]
+    request_log.clear()
+    for i in range(3):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"x": i}
+        cp["channel_versions"] = {"x": str(i + 2)}
+        tup_config = saver.put(tup.config, cp, {"source": "loop", "step": i}, {"x": str(i + 2)})
+        tup = saver.get_tuple(tup_config)
+        assert tup is not None
+    assert ("s3", "HeadBucket") not in request_log.calls
+    assert [c for c in request_log.calls if c[0] == "s3"] == []
+
+
 def test_missing_table(backend: Backend) -> None:
     """A saver on a table that does not exist raises StorageNotFoundError naming the table
     and saying to run setup() or deploy the infrastructure; get_tuple never returns None."""

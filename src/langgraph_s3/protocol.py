@@ -616,8 +616,8 @@ class SaverCore(BaseCheckpointSaver[str]):
 
         # Blobs and the checkpoint object go up together: neither is reachable
         # until the index item below exists, so their mutual order does not matter.
-        # A saver's first put also checks the bucket, which a step whose checkpoint
-        # fits in the index would otherwise never touch.
+        # A saver's first put also checks the bucket (unless its first read did),
+        # which a step whose checkpoint fits in the index would otherwise never touch.
         extra: list[Any] = [] if in_index else [S3Put(key, body)]
         if not self._bucket_checked:
             extra.append(S3HeadBucket())
@@ -992,7 +992,13 @@ class SaverCore(BaseCheckpointSaver[str]):
         }
         writes: list[dict[str, Any]] = []
         while True:
-            page = yield Ddb("query", request)
+            if self._bucket_checked:
+                page = yield Ddb("query", request)
+            else:
+                # A run starts with this read; checking the bucket alongside it keeps
+                # the check off the first put's critical path.
+                page, _ = yield [Ddb("query", request), S3HeadBucket()]
+                self._bucket_checked = True
             for item in page.get("Items", []):
                 if _is_checkpoint_item(item):
                     row = _parse_row(item)
