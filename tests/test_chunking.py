@@ -124,3 +124,26 @@ def test_identical_value_reuses_every_chunk() -> None:
     assert [c.digest for c in again] == [c.digest for c in chunks]
     assert all(c.data is None for c in again)
     assert stable_again == stable
+
+
+def test_changes_right_after_a_boundary_keep_stable_chunks_equal_to_fastcdc() -> None:
+    """FastCDC decides a cut by the byte after it too: when that byte changes (an edit just
+    past a boundary, or a truncation to a boundary followed by an append), the chunk before
+    it must not stay stable on trust. Every byte value is tried at the first boundary."""
+    rng = random.Random(0)
+    data = rng.randbytes(200_000)
+    chunks, stable = plan(data)
+    previous = as_previous(chunks, stable)
+    cut = chunks[0].size
+    store = {c.digest: c.data for c in chunks if c.data is not None}
+    for b in range(256):
+        for new in (
+            data[:cut] + bytes([b]) + data[cut + 1 :],  # edit just past the boundary
+            data[:cut] + bytes([b]) + rng.randbytes(30_000),  # truncate there, then append
+        ):
+            planned, n_stable = plan(new, previous)
+            for c in planned:
+                if c.data is not None:
+                    store.setdefault(c.digest, c.data)
+            assert reassemble(planned, store) == new
+            assert [store[c.digest] for c in planned[:n_stable]] == fastcdc(new)[:n_stable]

@@ -391,19 +391,22 @@ def test_edited_value_does_not_trust_a_stale_chunk_hint(backend: Backend) -> Non
         assert fresh.checkpoint["channel_values"]["doc"] == value
 
 
+@pytest.mark.parametrize("cache_bytes", [None, 50_000], ids=["cache", "tiny-cache"])
 def test_blobs_of_a_checkpoint_in_s3_are_fetched_with_it(
-    backend: Backend, request_log: RequestLog
+    backend: Backend, request_log: RequestLog, cache_bytes: int | None
 ) -> None:
     """When the checkpoint body is an S3 object, its index item names the value blobs, so a
     cold get_tuple sends the object and every blob GET in one concurrent batch instead of
-    reading the object first: resume stays at 2 round trips (Query, then one batch)."""
+    reading the object first: resume stays at 2 round trips (Query, then one batch). Each
+    object is fetched once even when the saver's cache is too small to hold them all."""
     values: dict[str, Any] = {f"p{i}": os.urandom(400) for i in range(30)}  # body -> S3
     values.update({f"v{i}": os.urandom(20_000) for i in range(20)})  # 20 value blobs
     put_values(backend.saver(), "wide", values, "1")
     assert len(checkpoint_objects(backend, "wide")) == 1
     assert len(blob_objects(backend, "wide")) == 20
 
-    reader = instrumented(backend, request_log, PutKeys())
+    kw = {} if cache_bytes is None else {"cache_bytes": cache_bytes}
+    reader = instrumented(backend, request_log, PutKeys(), **kw)
     batches: list[list[str]] = []
     get_objects = reader._get_objects
 
@@ -417,3 +420,34 @@ def test_blobs_of_a_checkpoint_in_s3_are_fetched_with_it(
     assert tup.checkpoint["channel_values"] == values
     assert [len(b) for b in batches] == [21]
     assert request_log.counts()[("s3", "GetObject")] == 21
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda pf: {"B": pf + os.urandom(32)}, id="unknown-digest"),
+        pytest.param(lambda pf: {"B": pf[:-5]}, id="truncated"),
+        pytest.param(lambda pf: {"S": "not bytes"}, id="wrong-type"),
+    ],
+)
+def test_a_damaged_prefetch_list_does_not_break_the_read(
+    backend: Backend, damage: Callable[[bytes], dict[str, Any]]
+) -> None:
+    """The value-blob list of an index item (``pf``) is only a hint for fetching early: a
+    digest no value uses, a truncated list or a wrong attribute type is ignored, and the
+    checkpoint reads back exactly from what its own entries reference."""
+    values: dict[str, Any] = {f"p{i}": os.urandom(400) for i in range(30)}
+    values.update({f"v{i}": os.urandom(20_000) for i in range(3)})
+    put_values(backend.saver(), "pf", values, "1")
+    (item,) = checkpoint_items(backend, "pf")
+    assert len(item["pf"]["B"]) == 3 * 32
+    ddb = backend.dynamodb()
+    ddb.update_item(
+        TableName=backend.table,
+        Key={"pk": item["pk"], "sk": item["sk"]},
+        UpdateExpression="SET pf = :v",
+        ExpressionAttributeValues={":v": damage(item["pf"]["B"])},
+    )
+    tup = backend.saver().get_tuple(cfg("pf"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == values

@@ -129,8 +129,13 @@ def plan(data: bytes, previous: Previous | None = None) -> tuple[list[Chunk], in
         cuts = _cdc(data)
         return [_new(c) for c in cuts], len(cuts) - 1
     assert previous is not None
-    stable = min(matched, previous.stable)
-    if offset == len(data):  # nothing appended: the same chunks again
+    if offset == len(data) and matched == len(previous.digests):  # the same value again
+        reused = [Chunk(d, n, None) for d, n in zip(previous.digests, previous.sizes, strict=True)]
+        return reused, previous.stable
+    # FastCDC decides a cut by the byte that follows it too, so a re-used chunk is
+    # still a stable (content-ended) chunk only if the chunk after it matched as well.
+    stable = min(matched - 1, previous.stable)
+    if offset == len(data):  # truncated at a chunk boundary
         return [Chunk(previous.digests[i], previous.sizes[i], None) for i in range(matched)], stable
     out = [Chunk(previous.digests[i], previous.sizes[i], None) for i in range(stable)]
     start = sum(previous.sizes[:stable])

@@ -44,6 +44,7 @@ from langgraph_s3.errors import (
     InvalidConfigError,
     MissingObjectError,
     NotYetReplicatedError,
+    ObjectError,
     S3SaverError,
     SerializationError,
     ThreadExistsError,
@@ -170,13 +171,15 @@ def _parse_row(item: dict[str, Any]) -> _Row:
         empty=frozenset(item.get("e", {}).get("SS", ())),
         item=item,
         body=item["b"]["B"] if "b" in item else None,
-        prefetch=_split_digests(item["pf"]["B"]) if "pf" in item else (),
+        prefetch=_split_digests(item.get("pf", {}).get("B")),
     )
 
 
-def _split_digests(data: bytes) -> tuple[bytes, ...]:
-    if len(data) % 32:
-        return ()  # not ours: a hint only, the object's own entries are what count
+def _split_digests(data: object) -> tuple[bytes, ...]:
+    # A hint only: the object's own entries say what is read, so a malformed
+    # attribute is ignored rather than failing the read.
+    if not isinstance(data, bytes) or len(data) % 32:
+        return ()
     return tuple(data[i : i + 32] for i in range(0, len(data), 32))
 
 
@@ -486,12 +489,16 @@ class SaverCore(BaseCheckpointSaver[str]):
             )
         return bodies
 
-    def _fetch_blobs(self, keys: Iterable[str]) -> Flow[dict[str, bytes]]:
-        """Read blobs not in the cache, all at once, verifying each content address."""
+    def _fetch_blobs(
+        self, keys: Iterable[str], have: Mapping[str, bytes] | None = None
+    ) -> Flow[dict[str, bytes]]:
+        """Read blobs not in ``have`` or the cache, all at once, verifying each address."""
         out: dict[str, bytes] = {}
         wanted: list[str] = []
         for key in dict.fromkeys(keys):
-            hit = self._blob_cache.get(key)
+            hit = have.get(key) if have else None
+            if hit is None:
+                hit = self._blob_cache.get(key)
             if hit is None:
                 wanted.append(key)
             else:
@@ -696,6 +703,16 @@ class SaverCore(BaseCheckpointSaver[str]):
             (n for n, e in entries.items() if e[0] == "i" and len(e[2]) >= _MIN_MOVED),
             key=lambda n: -len(entries[n][2]),
         )
+        if not movable or self.index_inline_limit == 0:
+            return body
+        # First, cheaply, the body with every candidate moved (each as the one-blob
+        # reference it would get without a hint): if even that does not fit, stop.
+        shapes = {n: _blob_shape(entries[n][1], entries[n][2]) for n in movable}
+        if (
+            len(self._frame_body({**envelope, "ch": {**entries, **shapes}}))
+            > self.index_inline_limit
+        ):
+            return body
         moved: dict[str, list[Any]] = {}
         added: dict[str, bytes] = {}
         candidate = body
@@ -1072,11 +1089,18 @@ class SaverCore(BaseCheckpointSaver[str]):
         return envs[0]
 
     def _read_envelopes(
-        self, rows: Sequence[_Row], extra: Sequence[str] = ()
+        self,
+        rows: Sequence[_Row],
+        extra: Sequence[str] = (),
+        optional: Sequence[str] = (),
+        into: dict[str, bytes] | None = None,
     ) -> Flow[list[dict[str, Any]]]:
         """Checkpoint envelopes: from the index item, the cache, or S3 (all at once).
 
-        ``extra`` blob keys are fetched in the same round trip (pending-write blobs).
+        ``extra`` blob keys (pending-write blobs) and ``optional`` ones (value blobs the
+        index names ahead of the object) are fetched in the same round trip, verified,
+        and put in ``into``. A missing or damaged optional blob is skipped: the value
+        entries that really need it fetch it again and report it.
         """
         keys = [self._object_key(r) for r in rows]
         bodies: list[bytes | None] = [
@@ -1084,13 +1108,21 @@ class SaverCore(BaseCheckpointSaver[str]):
             for r, k in zip(rows, keys, strict=True)
         ]
         wanted = [k for k, b in zip(keys, bodies, strict=True) if b is None]
-        blobs = [k for k in dict.fromkeys(extra) if self._blob_cache.get(k) is None]
+        required = set(extra)
+        blobs = [k for k in dict.fromkeys([*extra, *optional]) if self._blob_cache.get(k) is None]
         if wanted or blobs:
             fetched = yield from self._get_objects(wanted + blobs)
             got = dict(zip(wanted, fetched[: len(wanted)], strict=True))
             bodies = [got[k] if b is None else b for k, b in zip(keys, bodies, strict=True)]
             for key, body in zip(blobs, fetched[len(wanted) :], strict=True):
-                self._check_blob(key, body)
+                try:
+                    payload = self._check_blob(key, body)
+                except ObjectError:
+                    if key in required:
+                        raise
+                    continue
+                if into is not None:
+                    into[key] = payload
         envs = [self._open_envelope(r, b) for r, b in zip(rows, bodies, strict=True)]
         for row, key, body in zip(rows, keys, bodies, strict=True):
             if row.body is None and body is not None:
@@ -1149,15 +1181,18 @@ class SaverCore(BaseCheckpointSaver[str]):
         prefetch = [
             self.layout.blob_key(row.thread_id, d.hex()) for row, _ in found for d in row.prefetch
         ]
-        envs = yield from self._read_envelopes([r for r, _ in found], write_keys + prefetch)
-        write_payloads = yield from self._fetch_blobs(write_keys)  # cached by now
+        fetched: dict[str, bytes] = {}
+        envs = yield from self._read_envelopes(
+            [r for r, _ in found], write_keys, prefetch, into=fetched
+        )
+        write_payloads = yield from self._fetch_blobs(write_keys, fetched)
         value_keys = [
             k
             for (row, _), env in zip(found, envs, strict=True)
             for entry in env["ch"].values()
             for k in self._entry_keys(row.thread_id, entry)
         ]
-        payloads = yield from self._fetch_blobs(value_keys)
+        payloads = yield from self._fetch_blobs(value_keys, fetched)
         payloads.update(write_payloads)
         out = []
         for (row, ws), env in zip(found, envs, strict=True):
@@ -1839,6 +1874,12 @@ def writes_value(writes: Sequence[tuple[str, Any]], widx: int, channel: str) -> 
 def _owner(item: Mapping[str, Any]) -> tuple[str, str]:
     """(partition key, sort key of the checkpoint item) for a checkpoint or writes item."""
     return item["pk"]["S"], item["sk"]["S"].split("#w#", 1)[0]
+
+
+def _blob_shape(type_: str, data: bytes) -> list[Any]:
+    """The entry a value up to the chunking threshold gets as one blob (no upload)."""
+    head, body = chunking.split_head(type_, data)
+    return ["r", type_, [codec.digest_bytes(body)], [len(body)], head, 0]
 
 
 def _stable_count(entry: Sequence[Any]) -> int:
