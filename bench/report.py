@@ -12,24 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import prices
+from catalog import AWS, LABELS, PROJECT, SAVERS, VARIANTS
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 RAW = RESULTS / "raw"
 
-SAVERS = ("s3", "async", "dynamodb", "memory", "sqlite")
-PROJECT = ("s3", "async")
-#: Non-default configurations run on some workloads (bench/run.py VARIANTS); they
-#: appear in the tables and beside the targets they trade, never in a verdict.
-VARIANTS = ("s3-inline",)
-LABELS = {
-    "s3": "S3Saver",
-    "s3-inline": "S3Saver, index_inline_limit=8 KiB",
-    "async": "AsyncS3Saver",
-    "dynamodb": "DynamoDBSaver",
-    "memory": "InMemorySaver",
-    "sqlite": "SqliteSaver",
-}
 WORKLOADS = {
     "a": "(a) approval: interrupt, resume from a new saver",
     "b": "(b) chat, one thread",
@@ -139,7 +127,7 @@ class Report:
 
     def cost(self, workload: str, saver: str) -> dict[str, float] | None:
         run = self.run(workload, saver)
-        if run is None or saver not in ("s3", "async", "dynamodb", *VARIANTS):
+        if run is None or saver not in (*AWS, *VARIANTS):
             return None
         stored = run.get("storage_added", run["storage"])
         return prices.per_million_supersteps(run["phases"]["total"], stored)
@@ -405,7 +393,7 @@ class Report:
             "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for workload in WORKLOADS:
-            for saver in ("s3", "async", "dynamodb", *VARIANTS):
+            for saver in (*AWS, *VARIANTS):
                 t = self.total(workload, saver)
                 cost = self.cost(workload, saver)
                 if t is None or cost is None:

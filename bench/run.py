@@ -38,6 +38,8 @@ import venv
 from pathlib import Path
 from typing import Any
 
+from catalog import AWS, SAVERS, VARIANTS
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
@@ -65,12 +67,7 @@ AWS_BOTO3 = "boto3>=1.43.64,<2"
 #: both run the very same LangGraph.
 SHARED = ("langgraph", "langgraph-checkpoint", "langchain-core")
 
-SAVERS = ("s3", "async", "dynamodb", "memory", "sqlite")
 WORKLOADS = ("a", "b", "c", "d", "e")
-PROBE_SAVERS = ("s3", "async", "dynamodb")
-#: Configurations measured beside the defaults, on the workloads where they show a
-#: trade-off (run whenever S3Saver is): saver kind -> workloads.
-VARIANTS = {"s3-inline": ("a",)}
 
 
 def python_of(env: Path) -> Path:
@@ -268,7 +265,7 @@ def main(argv: list[str]) -> int:
             for saver in [*savers, *variants]:
                 if workload == "e" and saver == "memory":
                     continue  # an in-memory thread cannot be resumed by another process
-                if workload == "probes" and saver not in PROBE_SAVERS:
+                if workload == "probes" and saver not in AWS:
                     continue
                 cmd = [
                     str(python_of(env_for(saver))),

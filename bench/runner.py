@@ -25,7 +25,8 @@ from typing import Any
 
 import wire
 from capacity import TableSnapshot, request_units
-from savers import LABELS, Driver, fake_credentials, make_driver
+from catalog import LABELS
+from savers import Driver, fake_credentials, make_driver
 from workloads import (
     Sizes,
     build_approval,

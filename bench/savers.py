@@ -18,23 +18,11 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from catalog import AWS, INLINE_VARIANT_LIMIT, VARIANTS
 from stored import REGION, Storage, create_bucket
 from wire import uninstrumented, wrap_saver
 
-AWS_KINDS = ("s3", "async", "dynamodb", "s3-inline")
-ALL_KINDS = ("s3", "async", "dynamodb", "memory", "sqlite", "s3-inline")
-#: The variant of S3Saver measured beside the defaults on (a): the index item holds
-#: checkpoint bodies up to 8 KiB, so (a)'s 12.5 KB context needs no blob. It shows
-#: what target 1 costs (bench/README.md, "What the targets cost").
-INLINE_VARIANT_LIMIT = 8192
-LABELS = {
-    "s3": "S3Saver",
-    "s3-inline": "S3Saver, index_inline_limit=8 KiB",
-    "async": "AsyncS3Saver",
-    "dynamodb": "DynamoDBSaver",
-    "memory": "InMemorySaver",
-    "sqlite": "SqliteSaver",
-}
+AWS_KINDS = (*AWS, *VARIANTS)
 
 
 class Driver:

@@ -1,0 +1,28 @@
+"""The savers the benchmark compares, named once for run.py, runner.py and report.py.
+
+Standard library only: ``run.py`` reads it before any virtual environment exists.
+"""
+
+from __future__ import annotations
+
+#: Every saver, in the order of the report's tables.
+SAVERS = ("s3", "async", "dynamodb", "memory", "sqlite")
+#: This project's savers: the ones the targets judge.
+PROJECT = ("s3", "async")
+#: The savers that talk to S3/DynamoDB (they get the protocol probes and a cost).
+AWS = ("s3", "async", "dynamodb")
+#: Non-default configurations, run beside the defaults on the workloads where they
+#: show a trade-off (whenever S3Saver runs), and shown in the tables and beside the
+#: targets they trade, never in a verdict: saver kind -> workloads.
+VARIANTS = {"s3-inline": ("a",)}
+#: ``s3-inline``: the index item holds checkpoint bodies up to 8 KiB, so (a)'s
+#: 12.5 KB context needs no blob (bench/README.md, "What the targets cost").
+INLINE_VARIANT_LIMIT = 8192
+LABELS = {
+    "s3": "S3Saver",
+    "async": "AsyncS3Saver",
+    "dynamodb": "DynamoDBSaver",
+    "memory": "InMemorySaver",
+    "sqlite": "SqliteSaver",
+    "s3-inline": "S3Saver, index_inline_limit=8 KiB",
+}
