@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Command, interrupt
 
-from langgraph_s3 import CheckpointConflictError
+from langgraph_s3 import CheckpointConflictError, continuation
 from tests.conftest import Backend
 from tests.test_graphs import (
     ApprovalState,
@@ -176,15 +176,17 @@ def test_one_saver_shared_by_two_threads(backend: Backend) -> None:
 
 
 def test_new_thread_started_twice(backend: Backend) -> None:
-    """Two runs starting the same brand-new thread at once: one commits, one is refused."""
+    """Two runs starting the same brand-new thread with ``continuation``: one commits,
+    one is refused."""
     barrier = threading.Barrier(2, timeout=BARRIER_TIMEOUT)
     observed: list[Any] = []
+    config = continuation(cfg("new"))
 
     def start(saver: Any) -> Any:
-        observed.append(saver.get_tuple(cfg("new")))  # the run's "give me the latest"
+        observed.append(saver.get_tuple(config))  # the run's "give me the latest"
         barrier.wait()
         cp = empty_checkpoint()
-        return saver.put(cfg("new"), cp, {"source": "input", "step": -1}, {})
+        return saver.put(config, cp, {"source": "input", "step": -1}, {})
 
     results = run_together([lambda: start(backend.saver()), lambda: start(backend.saver())])
     assert observed == [None, None]
@@ -195,31 +197,46 @@ def test_new_thread_started_twice(backend: Backend) -> None:
     assert len(list(backend.saver().list(cfg("new")))) == 1
 
 
+def test_new_thread_started_twice_without_continuation_forks_like_in_memory(
+    backend: Backend,
+) -> None:
+    """Without ``continuation`` two starts of one new thread both commit, as with
+    InMemorySaver: a plain start is not a continuation of anything."""
+    saver = backend.saver()
+    assert saver.get_tuple(cfg("plain")) is None
+    assert backend.saver().get_tuple(cfg("plain")) is None
+    saver.put(cfg("plain"), empty_checkpoint(), {"source": "input", "step": -1}, {})
+    backend.saver().put(cfg("plain"), empty_checkpoint(), {"source": "input", "step": -1}, {})
+    assert len(list(backend.saver().list(cfg("plain")))) == 2
+
+
 def test_retried_put_of_committed_checkpoint_succeeds(backend: Backend) -> None:
     """Re-putting a checkpoint that already committed (a retried request) succeeds and
     leaves one checkpoint, while a different continuation from the same parent is refused."""
     saver = backend.saver()
     root = saver.put(cfg("retry"), empty_checkpoint(), {"source": "input", "step": -1}, {})
-    # Two reads of the latest (root): the put below and its retry are both guarded
-    # continuations of root.
-    assert saver.get_tuple(cfg("retry")) is not None
-    assert saver.get_tuple(cfg("retry")) is not None
+    # A run that read the latest (root) carries that read into its puts: the put
+    # below and its retry are both guarded continuations of root.
+    run = saver.get_tuple(cfg("retry"))
+    assert run is not None
+    run_config = {**run.config, "configurable": {**run.config["configurable"]}}
     child = empty_checkpoint()
-    committed = saver.put(root, child, {"source": "loop", "step": 0}, {})
-    again = saver.put(root, child, {"source": "loop", "step": 0}, {})
+    committed = saver.put(run_config, child, {"source": "loop", "step": 0}, {})
+    again = saver.put(run_config, child, {"source": "loop", "step": 0}, {})
     assert again == committed
     assert len(list(saver.list(cfg("retry")))) == 2
 
-    other = backend.saver()
-    assert other.get_tuple(root) is not None  # explicit id: a fork, not a continuation
-    other_latest = backend.saver()
-    latest = other_latest.get_tuple(cfg("retry"))
-    assert latest is not None
-    assert latest.config["configurable"]["checkpoint_id"] == child["id"]
-    # `other_latest` observed `child`; a third saver committing first makes it stale.
+    late = backend.saver().get_tuple(cfg("retry"))
+    assert late is not None
+    assert late.config["configurable"]["checkpoint_id"] == child["id"]
+    # Another run continues `child` first: the late run's continuation is refused.
     backend.saver().put(committed, empty_checkpoint(), {"source": "loop", "step": 1}, {})
     with pytest.raises(CheckpointConflictError):
-        other_latest.put(committed, empty_checkpoint(), {"source": "loop", "step": 1}, {})
-    # A fork from the explicit root id is never refused.
-    other.put(root, empty_checkpoint(), {"source": "fork", "step": 0}, {})
-    assert len(list(backend.saver().list(cfg("retry")))) == 4
+        backend.saver().put(late.config, empty_checkpoint(), {"source": "loop", "step": 1}, {})
+    # A fork from an explicit id is never refused, also with the config of an exact read
+    # made from a config that carried an old read of the latest.
+    exact = backend.saver().get_tuple({"configurable": {**late.config["configurable"]}})
+    assert exact is not None
+    backend.saver().put(exact.config, empty_checkpoint(), {"source": "fork", "step": 1}, {})
+    backend.saver().put(root, empty_checkpoint(), {"source": "fork", "step": 0}, {})
+    assert len(list(backend.saver().list(cfg("retry")))) == 5

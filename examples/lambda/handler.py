@@ -230,11 +230,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------- routes
-def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-    configurable = {"thread_id": thread_id}
-    if checkpoint_id is not None:
-        configurable["checkpoint_id"] = checkpoint_id
-    return {"configurable": configurable}
+def _config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
 
 
 def _snapshot(rt: Runtime, thread_id: str) -> Any:
@@ -255,19 +252,21 @@ def start_thread(body: Mapping[str, Any]) -> dict[str, Any]:
         raise HttpError(400, "bad_request", f"'request' must be a text of 1-{_MAX_REQUEST} chars")
     thread_id = _thread_id(body["thread_id"]) if "thread_id" in body else uuid.uuid4().hex
     rt = get_runtime()
-    from langgraph_s3 import CheckpointConflictError
+    from langgraph_s3 import CheckpointConflictError, continuation
 
     if "thread_id" in body and rt.graph.get_state(_config(thread_id)).values:
         raise HttpError(409, "thread_exists", f"thread {thread_id!r} already exists")
     started = now()
     try:
+        # continuation(): if another request creates this thread meanwhile, this run's
+        # first checkpoint is refused instead of starting a second history beside it.
         values = rt.graph.invoke(
             {
                 "request": request,
                 "requested_at": started,
                 "deadline": started + rt.approval_timeout,
             },
-            _config(thread_id),
+            continuation(_config(thread_id)),
             durability="sync",
         )
     except CheckpointConflictError as exc:
@@ -286,8 +285,9 @@ def decide(thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """``POST /threads/{id}/decision``: approve or reject the pending action.
 
     The thread must still be pending, and the resume is pinned to the checkpoint
-    that was seen pending: the saver then commits the decision only if that
-    checkpoint is still the latest, so of two racing decisions exactly one wins.
+    that was seen pending with ``continuation()``: the saver then commits the
+    decision only if that checkpoint is still the head, so of two racing decisions
+    exactly one wins.
 
     Args:
         thread_id: The thread.
@@ -303,10 +303,8 @@ def decide(thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     import approval_agent
     from langgraph.types import Command
 
-    from langgraph_s3 import CheckpointConflictError
+    from langgraph_s3 import CheckpointConflictError, continuation
 
-    # get_state reads the latest checkpoint, and the saver remembers it as the one
-    # this container resumes from.
     snapshot = _snapshot(rt, thread_id)
     if not snapshot.interrupts:
         status = approval_agent.status_of(snapshot.values, pending=False)
@@ -316,15 +314,16 @@ def decide(thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
             f"thread {thread_id!r} is not waiting for a decision (status {status})",
             {"status": status},
         )
-    pending_id = snapshot.config["configurable"]["checkpoint_id"]
     decision = {"approve": approve, "decided_at": now(), "by": by}
     try:
         # Pinning the resume to the checkpoint seen pending matters: resuming "the
         # latest" could pick up a checkpoint another decision committed meanwhile and
-        # run its `act` step a second time. durability="sync" commits the decision
+        # run its `act` step a second time, and a plain pinned resume would fork the
+        # thread (LangGraph's time travel). continuation() commits only while the
+        # checkpoint seen pending is the head. durability="sync" commits the decision
         # before `act` starts, so the loser of a race stops before the side effect.
         values = rt.graph.invoke(
-            Command(resume=decision), _config(thread_id, pending_id), durability="sync"
+            Command(resume=decision), continuation(snapshot.config), durability="sync"
         )
     except CheckpointConflictError as exc:
         raise HttpError(

@@ -19,6 +19,7 @@ from langgraph_s3.errors import (
     ThreadOwnedElsewhereError,
     UnsupportedFormatError,
 )
+from langgraph_s3.guard import continuation
 from langgraph_s3.regions import CrossRegion
 from langgraph_s3.saver import S3Saver, parse_conn_string
 
@@ -42,6 +43,7 @@ __all__ = [
     "ThreadExistsError",
     "ThreadOwnedElsewhereError",
     "UnsupportedFormatError",
+    "continuation",
     "parse_conn_string",
 ]
 

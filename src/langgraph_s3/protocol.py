@@ -11,6 +11,8 @@ conflict rules in ``docs/concurrency.md``.
 
 from __future__ import annotations
 
+import hashlib
+import random
 import threading
 import time
 import uuid
@@ -36,7 +38,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_s3 import chunking, codec
+from langgraph_s3 import chunking, codec, guard
 from langgraph_s3.cache import LRU
 from langgraph_s3.errors import (
     CheckpointConflictError,
@@ -51,7 +53,6 @@ from langgraph_s3.errors import (
     ThreadOwnedElsewhereError,
 )
 from langgraph_s3.keys import Layout, check_checkpoint_id, normalize_prefix
-from langgraph_s3.lineage import Lineage
 from langgraph_s3.operations import (
     CreateBucket,
     Ddb,
@@ -216,8 +217,6 @@ class SaverOptions(TypedDict, total=False):
         max_concurrency: Most requests in flight at once for one call (default 64, so
             the blobs of one checkpoint are fetched in one round trip).
         cache_bytes: Memory bound of each cache of content-addressed data (64 MiB).
-        conflict_window: Seconds for which reading the latest checkpoint guards the
-            next write against a concurrent writer (900; see docs/concurrency.md).
         cache_ttl: Seconds for which the saver trusts that a blob it saw still exists
             (1200). Garbage collection's grace period must be longer.
         touch_on_read: Record reads of the latest checkpoint on the head item so
@@ -230,7 +229,6 @@ class SaverOptions(TypedDict, total=False):
     index_inline_limit: int
     max_concurrency: int
     cache_bytes: int
-    conflict_window: float
     cache_ttl: float
     touch_on_read: bool
     cross_region: CrossRegion | None
@@ -252,7 +250,6 @@ class SaverCore(BaseCheckpointSaver[str]):
         index_inline_limit: int = INDEX_INLINE_LIMIT,
         max_concurrency: int = 64,
         cache_bytes: int = 64 * 1024 * 1024,
-        conflict_window: float = 900.0,
         cache_ttl: float = 1200.0,
         touch_on_read: bool = False,
         region: str | None = None,
@@ -319,7 +316,6 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._inflight: dict[str, Future[bool]] = {}
         self._inflight_lock = threading.Lock()
         self._bucket_checked = False
-        self._lineage = Lineage(window=conflict_window)
 
     # ------------------------------------------------------------------ input
     @staticmethod
@@ -657,11 +653,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         if index:
             item["md"] = {"M": {k: _s(v) for k, v in index.items() if k}}
 
-        guarded = self._lineage.is_observed(thread_id, ns, parent_id)
+        guarded = guard.is_continuation(config, ns, parent_id)
         yield from self._commit(thread_id, ns, cid, parent_id, item, guarded)
-        if guarded:
-            self._lineage.consume(thread_id, ns, parent_id)
-            self._lineage.committed(thread_id, ns, cid)
         for name, entry in fresh.items():
             cache_key = (thread_id, ns, name, str(versions[name]))
             self._entries.put(cache_key, entry, _entry_size(entry))
@@ -773,13 +766,23 @@ class SaverCore(BaseCheckpointSaver[str]):
                 {"Put": {"TableName": self.table, "Item": item}},
                 {"Update": head},
                 *self._ownership_check(item["pk"]),
-            ]
+            ],
+            # botocore would fill in a random uuid4: one derived from the checkpoint lets
+            # DynamoDB recognise a commit resent after a lost response (for 10 minutes).
+            "ClientRequestToken": _commit_token(item),
         }
         for attempt in range(_TXN_RETRIES):
             result = yield Ddb(
-                "transact_write_items", request, expect=frozenset({"TransactionCanceledException"})
+                "transact_write_items",
+                request,
+                expect=frozenset({"TransactionCanceledException", _IDEMPOTENT_MISMATCH}),
             )
             if not isinstance(result, DdbFailure):
+                return
+            if result.code == _IDEMPOTENT_MISMATCH:
+                # The same checkpoint (same id and digest) was sent within 10 minutes by
+                # an earlier put() that differed only in its timestamp: committed or not?
+                yield from self._confirm_committed(item)
                 return
             reasons = result.response.get("CancellationReasons") or []
             codes = [r.get("Code") for r in reasons]
@@ -797,6 +800,22 @@ class SaverCore(BaseCheckpointSaver[str]):
         raise S3SaverError(
             f"committing checkpoint {cid!r} kept colliding with concurrent transactions"
         )
+
+    def _confirm_committed(self, item: Mapping[str, Any]) -> Flow[None]:
+        found = yield Ddb(
+            "get_item",
+            {
+                "TableName": self.table,
+                "Key": {"pk": item["pk"], "sk": item["sk"]},
+                "ConsistentRead": True,
+                "ProjectionExpression": "h",
+            },
+        )
+        if _str(found.get("Item", {}), "h") != item["h"]["S"]:
+            raise S3SaverError(
+                f"checkpoint {item['cid']['S']!r} was sent twice within 10 minutes with "
+                "different timestamps and is not committed; retry the put()"
+            )
 
     # ------------------------------------------------------------- regions
     def _ownership_check(self, pk: dict[str, str]) -> list[dict[str, Any]]:
@@ -1068,8 +1087,6 @@ class SaverCore(BaseCheckpointSaver[str]):
         cid = self._checkpoint_id(config)
         if cid is None:
             found = yield from self._latest_flow(thread_id, ns)
-            # Remember what this run resumed from: its next put must find it still the head.
-            self._lineage.observe(thread_id, ns, found[0].checkpoint_id if found else None)
             if found is not None and self.touch_on_read:
                 yield from self._touch(found[0])
         else:
@@ -1079,7 +1096,15 @@ class SaverCore(BaseCheckpointSaver[str]):
         tuples = yield from self._load_flow(
             [found], config if cid is not None else None, remember=True
         )
-        return tuples[0]
+        # The thread id in the answer tells this run's puts whether they continue the
+        # head (a read of the latest) or fork (an exact read): see guard.py.
+        got = tuples[0]
+        conf = dict(got.config["configurable"])
+        if cid is None:
+            conf["thread_id"] = guard.read_latest(thread_id, ns, found[0].checkpoint_id)
+        else:
+            conf["thread_id"] = guard.read_exact(config["configurable"], thread_id, ns, cid)
+        return got._replace(config={**got.config, "configurable": conf})
 
     def _object_key(self, row: _Row) -> str:
         return self.layout.checkpoint_key(row.thread_id, row.ns, row.checkpoint_id, row.digest)
@@ -1492,7 +1517,6 @@ class SaverCore(BaseCheckpointSaver[str]):
         self._known_blobs.discard(lambda k: k.startswith(prefix))
         self._entries.discard(lambda k: k[0] == thread_id)
         self._latest_entries.discard(lambda k: k[0] == thread_id)
-        self._lineage.forget_thread(thread_id)
 
     def _drop_checkpoints(
         self, rows: Sequence[_Row], all_items: Sequence[dict[str, Any]]
@@ -1680,6 +1704,10 @@ class SaverCore(BaseCheckpointSaver[str]):
         latest = rows[max(rows)]
         keep = {latest.checkpoint_id}
         remaining = set(latest.empty)
+        if remaining:
+            env = yield from self._read_envelope(latest)
+            md = self._deserialize(env["md"][0], env["md"][1], "metadata", env["_key"])
+            remaining = _delta_channels(md, remaining)
         cursor = latest.parent_id
         while remaining and cursor is not None and cursor in rows:
             row = rows[cursor]
@@ -1852,7 +1880,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             current_v = current
         else:
             current_v = int(str(current).split(".")[0])
-        return f"{current_v + 1:032}.{uuid.uuid4().int % 10**16:016}"
+        # random, not uuid4: LangGraph's tests pin uuid4 to make ids deterministic.
+        return f"{current_v + 1:032}.{random.random():016}"
 
 
 @dataclass(frozen=True)
@@ -1869,6 +1898,21 @@ def writes_value(writes: Sequence[tuple[str, Any]], widx: int, channel: str) -> 
         if WRITES_IDX_MAP.get(c, idx) == widx:
             value = v
     return value
+
+
+def _delta_channels(metadata: Mapping[str, Any], missing: set[str]) -> set[str]:
+    """Of the versioned channels a checkpoint stores no value for, the delta channels.
+
+    LangGraph rebuilds only a ``DeltaChannel`` from ancestors; any other channel with
+    no stored value is empty (``__start__``, ``branch:to:...`` once consumed). A delta
+    channel not snapshotted at a checkpoint always has counters in its metadata
+    (the superstep count grows every step); threads of older writers only carry
+    the ``delta_writes_versioned`` marker, and then every such channel counts.
+    """
+    if metadata.get("delta_writes_versioned"):
+        return set(missing)
+    counters = metadata.get("counters_since_delta_snapshot")
+    return missing & set(counters) if isinstance(counters, Mapping) else set()
 
 
 def _owner(item: Mapping[str, Any]) -> tuple[str, str]:
@@ -1896,7 +1940,7 @@ def _entry_size(entry: Sequence[Any]) -> int:
 
 def _thread_value(thread_id: object) -> str:
     if isinstance(thread_id, str):
-        return thread_id
+        return str(thread_id)  # a plain str, also for guard.HeadRead
     if isinstance(thread_id, int | uuid.UUID) and not isinstance(thread_id, bool):
         return str(thread_id)
     raise InvalidConfigError(
@@ -1908,6 +1952,15 @@ def _ns_value(ns: object) -> str:
     if not isinstance(ns, str):
         raise InvalidConfigError(f"checkpoint_ns must be a string, got {type(ns).__name__}")
     return ns
+
+
+_IDEMPOTENT_MISMATCH = "IdempotentParameterMismatchException"
+
+
+def _commit_token(item: Mapping[str, Any]) -> str:
+    """The idempotency token of a checkpoint's commit: thread, namespace, id, digest."""
+    ident = "\x00".join((item["pk"]["S"], item["sk"]["S"], item["h"]["S"]))
+    return hashlib.sha256(ident.encode()).hexdigest()[:36]
 
 
 def _conflict(

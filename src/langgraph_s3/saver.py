@@ -93,7 +93,7 @@ class S3Saver(SaverCore):
         home_s3_client: S3 client for the home region's bucket (cross-region ``"home"``
             read policy); created on first use if not given.
         **options: See ``SaverOptions``: ``inline_threshold``, ``max_concurrency``,
-            ``cache_bytes``, ``conflict_window``, ``cache_ttl``, ``touch_on_read``,
+            ``cache_bytes``, ``cache_ttl``, ``touch_on_read``,
             ``cross_region``, ``clock``.
     """
 
