@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.errors import (
     CheckpointConflictError,
+    ClockSkewError,
     CorruptObjectError,
     InvalidConfigError,
     MissingDependencyError,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AsyncS3Saver",
     "CheckpointConflictError",
+    "ClockSkewError",
     "CorruptObjectError",
     "CrossRegion",
     "InvalidConfigError",

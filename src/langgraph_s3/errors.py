@@ -78,6 +78,35 @@ class CheckpointConflictError(S3SaverError):
         self.actual = actual
 
 
+class ClockSkewError(S3SaverError):
+    """A run's next checkpoint id does not sort after the checkpoint it continues.
+
+    LangGraph's checkpoint ids carry the writing machine's clock; this machine's
+    clock is behind the one that wrote the thread's head (or that one's is ahead).
+    Committing would leave the new checkpoint below its parent, so "the latest"
+    would no longer be the head. Nothing was written. Retry after ``retry_after``
+    seconds (the run then reads the head again and makes later ids), and keep the
+    clocks synchronised (NTP / Amazon Time Sync).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str,
+        checkpoint_ns: str,
+        parent: str,
+        checkpoint_id: str,
+        retry_after: float | None,
+    ) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.parent = parent
+        self.checkpoint_id = checkpoint_id
+        self.retry_after = retry_after
+
+
 class ThreadExistsError(S3SaverError):
     """``copy_thread`` was asked to copy onto a thread that already has checkpoints."""
 

@@ -42,6 +42,7 @@ from langgraph_s3 import chunking, codec, guard
 from langgraph_s3.cache import LRU
 from langgraph_s3.errors import (
     CheckpointConflictError,
+    ClockSkewError,
     CorruptObjectError,
     InvalidConfigError,
     MissingObjectError,
@@ -574,6 +575,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         thread_id, ns = self._thread_ns(config)
         parent_id = self._checkpoint_id(config)
         cid = check_checkpoint_id(checkpoint.get("id"))
+        guarded = guard.is_continuation(config, ns, parent_id)
+        if guarded and parent_id is not None and cid <= parent_id:
+            raise _clock_skew(thread_id, ns, parent_id, cid)
         body_cp: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = body_cp.pop("channel_values", {}) or {}
         versions: ChannelVersions = body_cp.get("channel_versions", {})
@@ -653,7 +657,6 @@ class SaverCore(BaseCheckpointSaver[str]):
         if index:
             item["md"] = {"M": {k: _s(v) for k, v in index.items() if k}}
 
-        guarded = guard.is_continuation(config, ns, parent_id)
         yield from self._commit(thread_id, ns, cid, parent_id, item, guarded)
         for name, entry in fresh.items():
             cache_key = (thread_id, ns, name, str(versions[name]))
@@ -742,7 +745,14 @@ class SaverCore(BaseCheckpointSaver[str]):
         item: dict[str, Any],
         guarded: bool,
     ) -> Flow[None]:
-        """Write the index item and move the head in one transaction: the commit point."""
+        """Write the index item and move the head in one transaction: the commit point.
+
+        The head always names the greatest checkpoint id of the namespace, the one a
+        read of the latest finds. A guarded continuation moves it from its parent; a
+        fork moves it only forward, and a fork whose id sorts below the head (made
+        on a clock behind the head's) is committed beside it without moving it, as
+        ``InMemorySaver`` would not make it the latest either.
+        """
         head: dict[str, Any] = {
             "TableName": self.table,
             "Key": {"pk": item["pk"], "sk": _s(self.layout.head_sk(ns))},
@@ -760,13 +770,14 @@ class SaverCore(BaseCheckpointSaver[str]):
             head["ConditionExpression"] = "attribute_not_exists(#c)"
         elif guarded:
             head["ConditionExpression"] = "attribute_not_exists(#c) OR #c = :p"
-            head["ExpressionAttributeValues"][":p"] = _s(parent_id)  # type: ignore[arg-type]
+            head["ExpressionAttributeValues"][":p"] = _s(cast(str, parent_id))
+        else:
+            head["ConditionExpression"] = "attribute_not_exists(#c) OR #c <= :c"
+        put = {"Put": {"TableName": self.table, "Item": item}}
+        owner = self._ownership_check(item["pk"])
+        roles = ["put", "head"] + ["owner"] * len(owner)
         request = {
-            "TransactItems": [
-                {"Put": {"TableName": self.table, "Item": item}},
-                {"Update": head},
-                *self._ownership_check(item["pk"]),
-            ],
+            "TransactItems": [put, {"Update": head}, *owner],
             # botocore would fill in a random uuid4: one derived from the checkpoint lets
             # DynamoDB recognise a commit resent after a lost response (for 10 minutes).
             "ClientRequestToken": _commit_token(item),
@@ -785,17 +796,30 @@ class SaverCore(BaseCheckpointSaver[str]):
                 yield from self._confirm_committed(item)
                 return
             reasons = result.response.get("CancellationReasons") or []
-            codes = [r.get("Code") for r in reasons]
-            if len(reasons) > 2 and codes[2] == "ConditionalCheckFailed":
-                raise self._not_owner(thread_id, reasons[2])
-            if len(reasons) > 1 and codes[1] == "ConditionalCheckFailed":
-                actual = _str(reasons[1].get("Item", {}), "cid")
+            failed = {
+                role: reason
+                for role, reason in zip(roles, reasons, strict=False)
+                if reason.get("Code") == "ConditionalCheckFailed"
+            }
+            if "owner" in failed:
+                raise self._not_owner(thread_id, failed["owner"])
+            if "head" in failed:
+                actual = _str(failed["head"].get("Item", {}), "cid")
                 if actual == cid:
                     return  # the same checkpoint was committed before: a retried put
-                raise _conflict(thread_id, ns, parent_id, actual)
-            if "TransactionConflict" in codes:
+                if guarded:
+                    raise _conflict(thread_id, ns, parent_id, actual)
+                # A fork older than the head: commit it where it sorts, head unmoved.
+                roles = ["put"] + ["owner"] * len(owner)
+                request = {
+                    "TransactItems": [put, *owner],
+                    "ClientRequestToken": _commit_token(item, "below-head"),
+                }
+                continue
+            if any(r.get("Code") == "TransactionConflict" for r in reasons):
                 yield Sleep(0.05 * (2**attempt))
                 continue
+            codes = [r.get("Code") for r in reasons]
             raise S3SaverError(f"committing checkpoint {cid!r} failed: {codes}")
         raise S3SaverError(
             f"committing checkpoint {cid!r} kept colliding with concurrent transactions"
@@ -1957,10 +1981,42 @@ def _ns_value(ns: object) -> str:
 _IDEMPOTENT_MISMATCH = "IdempotentParameterMismatchException"
 
 
-def _commit_token(item: Mapping[str, Any]) -> str:
+def _commit_token(item: Mapping[str, Any], variant: str = "") -> str:
     """The idempotency token of a checkpoint's commit: thread, namespace, id, digest."""
-    ident = "\x00".join((item["pk"]["S"], item["sk"]["S"], item["h"]["S"]))
+    ident = "\x00".join((item["pk"]["S"], item["sk"]["S"], item["h"]["S"], variant))
     return hashlib.sha256(ident.encode()).hexdigest()[:36]
+
+
+def _clock_skew(thread_id: str, ns: str, parent: str, cid: str) -> ClockSkewError:
+    behind = _id_seconds(parent, cid)
+    wait = f"retry in {behind + 0.001:.3f} s" if behind is not None else "retry later"
+    return ClockSkewError(
+        f"thread {thread_id!r} (namespace {ns!r}): the new checkpoint {cid!r} does not sort "
+        f"after the checkpoint it continues, {parent!r}: this machine's clock is behind "
+        f"the one that wrote it. Nothing was written; {wait} (the run then re-reads the "
+        "thread) and keep clocks synchronised (NTP, Amazon Time Sync).",
+        thread_id=thread_id,
+        checkpoint_ns=ns,
+        parent=parent,
+        checkpoint_id=cid,
+        retry_after=behind,
+    )
+
+
+def _id_seconds(later: str, earlier: str) -> float | None:
+    """How many seconds the clock in uuid6 id ``later`` is ahead of ``earlier``'s."""
+    try:
+        a, b = uuid.UUID(later), uuid.UUID(earlier)
+    except ValueError:
+        return None
+    if a.version != 6 or b.version != 6:
+        return None
+    return max(0.0, (_uuid6_ticks(a.int) - _uuid6_ticks(b.int)) / 1e7)
+
+
+def _uuid6_ticks(value: int) -> int:
+    # 48 high bits of the 100 ns timestamp, the version nibble, then its 12 low bits
+    return ((value >> 80) << 12) | ((value >> 64) & 0x0FFF)
 
 
 def _conflict(
