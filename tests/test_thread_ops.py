@@ -1,0 +1,481 @@
+"""Thread operations keep exactly what LangGraph needs: prune, copy_thread,
+delete_for_runs and delta-channel history on real graphs, against InMemorySaver.
+
+InMemorySaver implements none of the three operations, so every check compares
+with a *twin*: the same graph and inputs run on InMemorySaver without the
+operation. A pruned thread must load and run on exactly like its twin; a copied
+thread must read back like its source and run on like the twin; a thread with
+runs deleted must read back like the twin's history without those runs. Delta
+channels (``DeltaChannel``) rebuild their value from ancestor checkpoints, so
+``get_delta_channel_history`` is compared with InMemorySaver's for every
+checkpoint of a history with snapshots, forks and deletions.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, StateSnapshot, interrupt
+
+from langgraph_s3.keys import encode_segment
+from tests.conftest import Backend
+from tests.test_graphs import (
+    Aliases,
+    Calls,
+    build_approval,
+    build_nested,
+    cfg,
+    checkpoint_items,
+    history_summary,
+    norm,
+    snapshot_summary,
+)
+
+Build = Callable[[Any], Any]
+
+BIG = "".join(f"{i:06d}" for i in range(5_000))  # 30 KB: above the 16 KiB inline threshold
+
+
+# --------------------------------------------------------------------------- graphs
+class StepState(TypedDict, total=False):
+    n: int
+    log: Annotated[list[str], operator.add]
+
+
+def build_steps(checkpointer: Any) -> Any:
+    """a -> b -> c -> d: one run on a new thread makes 6 checkpoints (steps -1..4)."""
+
+    def step(name: str) -> Callable[[StepState], StepState]:
+        def node(state: StepState) -> StepState:
+            return {"n": state.get("n", 0) + 1, "log": [f"{name}{state.get('n', 0)}"]}
+
+        return node
+
+    builder = StateGraph(StepState)
+    for name in "abcd":
+        builder.add_node(name, step(name))
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", "c")
+    builder.add_edge("c", "d")
+    builder.add_edge("d", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def extend(current: list[str] | None, writes: Sequence[Any]) -> list[str]:
+    """A batching-invariant reducer, as ``DeltaChannel`` requires."""
+    out = list(current or [])
+    for write in writes:
+        out.extend(write if isinstance(write, list) else [write])
+    return out
+
+
+class DeltaState(TypedDict, total=False):
+    # ``log`` snapshots every 3 updates, ``notes`` (written once a run) every 4;
+    # ``plain`` receives what ``log`` does and needs no replay: the oracle.
+    log: Annotated[list[str], DeltaChannel(extend, snapshot_frequency=3)]
+    notes: Annotated[list[str], DeltaChannel(extend, snapshot_frequency=4)]
+    plain: Annotated[list[str], operator.add]
+    ask: bool
+
+
+DELTA_CHANNELS = ("log", "notes")
+
+
+def build_delta(checkpointer: Any) -> Any:
+    """a -> b -> c on delta channels; ``b`` asks for approval when ``ask`` is set."""
+
+    def a(state: DeltaState) -> DeltaState:
+        return {"log": ["a"], "plain": ["a"]}
+
+    def b(state: DeltaState) -> DeltaState:
+        answer = interrupt({"log": len(state["log"])}) if state.get("ask") else "auto"
+        return {"log": [f"b:{answer}"], "plain": [f"b:{answer}"], "ask": False}
+
+    def c(state: DeltaState) -> DeltaState:
+        return {"log": ["c"], "notes": [f"c{len(state['log'])}"], "plain": ["c"]}
+
+    builder = StateGraph(DeltaState)
+    builder.add_node("a", a)
+    builder.add_node("b", b)
+    builder.add_node("c", c)
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", "c")
+    builder.add_edge("c", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def build_delta_nested(checkpointer: Any) -> Any:
+    """prepare -> child (s1 -> s2 [interrupt] -> s3), all on the delta channels."""
+
+    def s1(state: DeltaState) -> DeltaState:
+        return {"log": ["s1"], "plain": ["s1"]}
+
+    def s2(state: DeltaState) -> DeltaState:
+        answer = interrupt({"seen": list(state["log"][-2:])})
+        return {"log": [f"s2:{answer}"], "plain": [f"s2:{answer}"], "notes": ["s2"]}
+
+    def s3(state: DeltaState) -> DeltaState:
+        return {"log": ["s3"], "plain": ["s3"]}
+
+    sub = StateGraph(DeltaState)
+    sub.add_node("s1", s1)
+    sub.add_node("s2", s2)
+    sub.add_node("s3", s3)
+    sub.add_edge(START, "s1")
+    sub.add_edge("s1", "s2")
+    sub.add_edge("s2", "s3")
+    sub.add_edge("s3", END)
+
+    def prepare(state: DeltaState) -> DeltaState:
+        return {"log": ["prepare"], "plain": ["prepare"]}
+
+    builder = StateGraph(DeltaState)
+    builder.add_node("prepare", prepare)
+    builder.add_node("child", sub.compile())
+    builder.add_edge(START, "prepare")
+    builder.add_edge("prepare", "child")
+    builder.add_edge("child", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def turn(i: int) -> dict[str, Any]:
+    """The input of the i-th run of a delta graph."""
+    return {"log": [f"in{i}"], "plain": [f"in{i}"]}
+
+
+# --------------------------------------------------------------------------- helpers
+def root(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def run_cfg(thread_id: str, run_id: str) -> RunnableConfig:
+    """A run config whose checkpoints carry ``run_id`` in their metadata."""
+    return {"configurable": {"thread_id": thread_id}, "metadata": {"run_id": run_id}}
+
+
+def cid(snap: Any) -> str:
+    """The checkpoint id of a snapshot, a tuple or a config."""
+    config = snap if isinstance(snap, dict) else snap.config
+    return str(config["configurable"]["checkpoint_id"])
+
+
+def state(snap: StateSnapshot) -> dict[str, Any]:
+    """A snapshot's summary without its parent link (prune may cut it)."""
+    out = snapshot_summary(snap)
+    out.pop("has_parent")
+    return out
+
+
+def deep_state(snap: StateSnapshot) -> dict[str, Any]:
+    """``state`` of a ``subgraphs=True`` snapshot, with its tasks' subgraph states."""
+    out = state(snap)
+    out["sub"] = [deep_state(t.state) for t in snap.tasks if isinstance(t.state, StateSnapshot)]
+    return out
+
+
+def ns_counts(backend: Backend, thread_id: str) -> dict[str, int]:
+    """Checkpoint items of a thread per namespace."""
+    counts: dict[str, int] = {}
+    for item in checkpoint_items(backend, thread_id):
+        counts[item["ns"]["S"]] = counts.get(item["ns"]["S"], 0) + 1
+    return counts
+
+
+def writes_owners(backend: Backend, thread_id: str) -> set[tuple[str, str]]:
+    """(namespace, checkpoint id) of every pending-writes item of a thread."""
+    pk = encode_segment(thread_id)
+    return {
+        (i["sk"]["S"].split("#")[1], i["cid"]["S"])
+        for i in backend.items()
+        if i["pk"]["S"] == pk and "tid" in i
+    }
+
+
+def norm_history(history: Any) -> dict[str, Any]:
+    """A delta-channel history with task ids aliased and snapshots marked."""
+    ids = Aliases()
+
+    def value(v: Any) -> Any:
+        return ("snapshot", norm(v.value, ids)) if isinstance(v, _DeltaSnapshot) else norm(v, ids)
+
+    out = {}
+    for ch in sorted(history):
+        entry = history[ch]
+        out[ch] = {
+            "writes": [(ids(t), c, value(v)) for t, c, v in entry["writes"]],
+            "seed": value(entry["seed"]) if "seed" in entry else "<none>",
+        }
+    return out
+
+
+def delta_chain(saver: Any, thread_id: str, ns: str = "", start: str | None = None) -> list[str]:
+    """What the delta channels of checkpoint ``start`` (default: the latest of ``ns``)
+    need: it and its ancestors back to the nearest one storing each delta channel it
+    does not store (LangGraph's rule: a ``DeltaChannel`` with a version and no stored
+    value is rebuilt from ancestors). Read from ``saver``'s own storage."""
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+    tuples = {cid(t): t for t in saver.list(config)}
+    tup = tuples[start or max(tuples)]
+    cp = tup.checkpoint
+    need = {ch for ch in DELTA_CHANNELS if ch in cp["channel_versions"]} - set(cp["channel_values"])
+    chain = [cid(tup)]
+    while need and tup.parent_config is not None:
+        tup = tuples[cid(tup.parent_config)]
+        chain.append(cid(tup))
+        need -= set(tup.checkpoint["channel_values"])
+    return chain
+
+
+# --------------------------------------------------------------------------- prune
+def test_prune_keep_latest_leaves_one_checkpoint_of_an_ordinary_run(backend: Backend) -> None:
+    """A 6-checkpoint run without delta channels is pruned to exactly its latest
+    checkpoint, which reads like the twin's latest (with no parent), and the thread
+    runs on to the twin's values."""
+    twin = InMemorySaver()
+    for saver in (backend.saver(), twin):
+        build_steps(saver).invoke({"log": ["go"]}, cfg("p"))
+    graph = build_steps(backend.saver())
+    before = list(graph.get_state_history(cfg("p")))
+    assert len(before) == 6
+    assert ns_counts(backend, "p") == {"": 6}
+
+    backend.saver().prune(["p"])
+
+    assert ns_counts(backend, "p") == {"": 1}
+    assert writes_owners(backend, "p") <= {("~", cid(before[0]))}
+    graph = build_steps(backend.saver())
+    (kept,) = graph.get_state_history(cfg("p"))
+    assert cid(kept) == cid(before[0])
+    assert kept.parent_config is None
+    assert state(kept) == state(build_steps(twin).get_state(cfg("p")))
+
+    for saver in (backend.saver(), twin):
+        build_steps(saver).invoke({"log": ["again"]}, cfg("p"))
+    got, want = (
+        build_steps(backend.saver()).get_state(cfg("p")),
+        build_steps(twin).get_state(cfg("p")),
+    )
+    assert state(got) == state(want)
+    assert got.values == {
+        "n": 8,
+        "log": ["go", "a0", "b1", "c2", "d3", "again", "a4", "b5", "c6", "d7"],
+    }
+    assert ns_counts(backend, "p") == {"": 7}
+
+
+def test_prune_keep_latest_leaves_one_checkpoint_per_namespace(backend: Backend) -> None:
+    """Two runs through a subgraph: every namespace (the root and each finished
+    subgraph call) keeps exactly its latest checkpoint, and the thread runs on."""
+    twin = InMemorySaver()
+    calls = Calls()
+    for saver in (backend.saver(), twin):
+        graph = build_nested(saver, calls)
+        graph.invoke({"topic": "tides", "notes": []}, cfg("n"))
+        graph.invoke(Command(resume="deep"), cfg("n"))
+        graph.invoke({"topic": "waves"}, cfg("n"))
+        graph.invoke(Command(resume="deeper"), cfg("n"))
+    before = ns_counts(backend, "n")
+    assert len(before) == 3 and all(count > 1 for count in before.values())
+
+    backend.saver().prune(["n"])
+
+    assert ns_counts(backend, "n") == dict.fromkeys(before, 1)
+    got = build_nested(backend.saver(), calls).get_state(cfg("n"))
+    assert state(got) == state(build_nested(twin, calls).get_state(cfg("n")))
+    for saver in (backend.saver(), twin):
+        build_nested(saver, calls).invoke({"topic": "foam"}, cfg("n"))
+    assert state(build_nested(backend.saver(), calls).get_state(cfg("n"))) == state(
+        build_nested(twin, calls).get_state(cfg("n"))
+    )
+
+
+def test_prune_keeps_a_pending_interrupt_resumable(backend: Backend) -> None:
+    """Pruning a thread paused on ``interrupt()`` keeps the pause (its interrupt and
+    next node); the resume runs the paused node and the rest exactly as on the twin."""
+    twin, s3_calls, twin_calls = InMemorySaver(), Calls(), Calls()
+    for make, calls in ((backend.saver, s3_calls), (lambda: twin, twin_calls)):
+        build_approval(make(), calls).invoke({"request": "#1"}, cfg("a"))
+        build_approval(make(), calls).invoke(Command(resume=True), cfg("a"))
+        build_approval(make(), calls).invoke({"request": "#2"}, cfg("a"))
+    paused = build_approval(backend.saver(), s3_calls).get_state(cfg("a"))
+    assert paused.next == ("approval",) and paused.interrupts
+
+    backend.saver().prune(["a"])
+
+    assert ns_counts(backend, "a") == {"": 1}
+    got = build_approval(backend.saver(), s3_calls).get_state(cfg("a"))
+    assert (
+        state(got) == state(paused) == state(build_approval(twin, twin_calls).get_state(cfg("a")))
+    )
+    final = build_approval(backend.saver(), s3_calls).invoke(Command(resume=False), cfg("a"))
+    assert final == build_approval(twin, twin_calls).invoke(Command(resume=False), cfg("a"))
+    assert final["outcome"] == "recorded rejected; did refund #2"
+    assert s3_calls.counts == twin_calls.counts
+
+
+def test_prune_keeps_an_interrupted_subgraph_resumable(backend: Backend) -> None:
+    """A subgraph paused on ``interrupt()`` keeps its namespace's latest checkpoint:
+    the paused state (with the subgraph's) reads as before, and the resume matches."""
+    twin, s3_calls, twin_calls = InMemorySaver(), Calls(), Calls()
+    for make, calls in ((backend.saver, s3_calls), (lambda: twin, twin_calls)):
+        build_nested(make(), calls).invoke({"topic": "tides", "notes": []}, cfg("s"))
+        build_nested(make(), calls).invoke(Command(resume="deep"), cfg("s"))
+        build_nested(make(), calls).invoke({"topic": "waves"}, cfg("s"))
+    paused = build_nested(backend.saver(), s3_calls).get_state(cfg("s"), subgraphs=True)
+    (task,) = paused.tasks
+    assert isinstance(task.state, StateSnapshot) and task.state.interrupts
+    sub_ns = task.state.config["configurable"]["checkpoint_ns"]
+
+    backend.saver().prune(["s"])
+
+    counts = ns_counts(backend, "s")
+    assert counts[sub_ns] == 1 and counts[""] == 1 and set(counts.values()) == {1}
+    got = build_nested(backend.saver(), s3_calls).get_state(cfg("s"), subgraphs=True)
+    assert deep_state(got) == deep_state(paused)
+    assert deep_state(got) == deep_state(
+        build_nested(twin, twin_calls).get_state(cfg("s"), subgraphs=True)
+    )
+    final = build_nested(backend.saver(), s3_calls).invoke(Command(resume="later"), cfg("s"))
+    assert final == build_nested(twin, twin_calls).invoke(Command(resume="later"), cfg("s"))
+    assert final["notes"][-1] == "finish:s1:waves|s2:later|s3"
+    assert s3_calls.counts == twin_calls.counts
+
+
+def replayed(saver: Any, config: RunnableConfig) -> list[str]:
+    """The delta channels LangGraph rebuilds from ancestors when it loads ``config``
+    from ``saver``: those with a version and no stored value."""
+    cp = saver.get_tuple(config).checkpoint
+    return [
+        c for c in DELTA_CHANNELS if c in cp["channel_versions"] and c not in cp["channel_values"]
+    ]
+
+
+def delta_histories(
+    saver: Any, configs: Sequence[RunnableConfig], channels: Sequence[Sequence[str]]
+) -> list[dict[str, Any]]:
+    """``get_delta_channel_history`` at each config of the given channels, normalised."""
+    return [
+        norm_history(saver.get_delta_channel_history(config=c, channels=list(chs)))
+        for c, chs in zip(configs, channels, strict=True)
+    ]
+
+
+def kept_ids(saver: Any, thread_id: str, ns: str = "") -> list[str]:
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+    return [cid(t) for t in saver.list(config)]
+
+
+@pytest.mark.parametrize(("runs", "needed", "whole"), [(5, 6, 3), (3, 15, 15)])
+def test_prune_keep_latest_keeps_exactly_the_delta_chain(
+    backend: Backend, runs: int, needed: int, whole: int
+) -> None:
+    """On a DeltaChannel graph, prune keeps the latest checkpoint back to the nearest
+    ancestor storing each delta channel, with their writes, and nothing else (5 runs:
+    6 of 25; 3 runs: ``notes`` was never snapshotted, so all 15). The latest, and every
+    kept checkpoint whose own delta chain was kept, reads like the twin's (state and
+    delta history); the thread runs on like the twin."""
+    twin = InMemorySaver()
+    for saver in (backend.saver(), twin):
+        graph = build_delta(saver)
+        for i in range(runs):
+            graph.invoke(turn(i), cfg("d"))
+    chain = delta_chain(backend.saver(), "d")
+    assert (len(kept_ids(backend.saver(), "d")), len(chain)) == (5 * runs, needed)
+    # Kept checkpoints whose own delta channels can still be rebuilt after the prune.
+    whole_ids = [c for c in chain if set(delta_chain(backend.saver(), "d", start=c)) <= set(chain)]
+    assert len(whole_ids) == whole and whole_ids == chain[:whole]
+    twin_history = list(build_delta(twin).get_state_history(cfg("d")))[:needed]
+
+    backend.saver().prune(["d"])
+
+    saver = backend.saver()
+    assert kept_ids(saver, "d") == chain
+    assert writes_owners(backend, "d") <= {("~", c) for c in chain}
+    history = list(build_delta(saver).get_state_history(cfg("d")))
+    assert [cid(s) for s in history] == chain
+    assert history[-1].parent_config is None
+    # Values, next, metadata, tasks and parent links (the oldest kept one's is cut).
+    n = min(whole, needed - 1)
+    assert history_summary(history)[:n] == history_summary(twin_history)[:n]
+    assert [state(s) for s in history[:whole]] == [state(s) for s in twin_history[:whole]]
+    asked = [replayed(saver, s.config) for s in history[:whole]]
+    assert asked[0]
+    assert delta_histories(saver, [s.config for s in history[:whole]], asked) == delta_histories(
+        twin, [s.config for s in twin_history[:whole]], asked
+    )
+    for s in (backend.saver(), twin):
+        build_delta(s).invoke(turn(runs), cfg("d"))
+    got = build_delta(backend.saver()).get_state(cfg("d"))
+    assert state(got) == state(build_delta(twin).get_state(cfg("d")))
+    assert got.values["log"] == got.values["plain"]
+    assert len(got.values["notes"]) == runs + 1
+
+
+def test_prune_keeps_a_delta_graphs_pending_interrupt_resumable(backend: Backend) -> None:
+    """A DeltaChannel graph paused on ``interrupt()``: prune keeps its chain, the pause
+    reads as before, and the resume rebuilds the delta channels like the twin."""
+    twin = InMemorySaver()
+    for saver in (backend.saver(), twin):
+        graph = build_delta(saver)
+        for i in range(4):
+            graph.invoke(turn(i), cfg("i"))
+        graph.invoke({**turn(4), "ask": True}, cfg("i"))
+    paused = build_delta(backend.saver()).get_state(cfg("i"))
+    assert paused.next == ("b",) and paused.interrupts
+    chain = delta_chain(backend.saver(), "i")
+    assert 1 < len(chain) < len(kept_ids(backend.saver(), "i"))
+
+    backend.saver().prune(["i"])
+
+    assert kept_ids(backend.saver(), "i") == chain
+    got = build_delta(backend.saver()).get_state(cfg("i"))
+    assert state(got) == state(paused) == state(build_delta(twin).get_state(cfg("i")))
+    final = build_delta(backend.saver()).invoke(Command(resume="yes"), cfg("i"))
+    assert final == build_delta(twin).invoke(Command(resume="yes"), cfg("i"))
+    assert final["log"] == final["plain"] and final["log"][-2:] == ["b:yes", "c"]
+
+
+def test_prune_keeps_an_interrupted_delta_subgraph_resumable(backend: Backend) -> None:
+    """A subgraph on delta channels paused on ``interrupt()``: each namespace keeps
+    its own delta chain, the paused subgraph state reads as before, and the resume
+    matches the twin."""
+    twin = InMemorySaver()
+    for saver in (backend.saver(), twin):
+        graph = build_delta_nested(saver)
+        for i in range(5):
+            graph.invoke(turn(i), cfg("ds"))
+            graph.invoke(Command(resume=f"ok{i}"), cfg("ds"))
+        graph.invoke(turn(5), cfg("ds"))
+    paused = build_delta_nested(backend.saver()).get_state(cfg("ds"), subgraphs=True)
+    (task,) = paused.tasks
+    assert isinstance(task.state, StateSnapshot) and task.state.interrupts
+    sub_ns = task.state.config["configurable"]["checkpoint_ns"]
+    before = ns_counts(backend, "ds")
+    chains = {ns: delta_chain(backend.saver(), "ds", ns) for ns in before}
+    assert (before[""], len(chains[""])) == (23, 8)
+
+    backend.saver().prune(["ds"])
+
+    assert {ns: kept_ids(backend.saver(), "ds", ns) for ns in chains} == chains
+    assert ns_counts(backend, "ds")[sub_ns] == len(chains[sub_ns])
+    got = build_delta_nested(backend.saver()).get_state(cfg("ds"), subgraphs=True)
+    assert deep_state(got) == deep_state(paused)
+    assert deep_state(got) == deep_state(
+        build_delta_nested(twin).get_state(cfg("ds"), subgraphs=True)
+    )
+    final = build_delta_nested(backend.saver()).invoke(Command(resume="late"), cfg("ds"))
+    assert final == build_delta_nested(twin).invoke(Command(resume="late"), cfg("ds"))
+    assert final["log"] == final["plain"] and "s2:late" in final["log"]
