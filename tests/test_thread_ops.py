@@ -13,6 +13,8 @@ checkpoint of a history with snapshots, forks and deletions.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import operator
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypedDict
@@ -25,6 +27,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, StateSnapshot, interrupt
 
+from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
 from langgraph_s3.keys import encode_segment
 from tests.conftest import Backend
 from tests.test_graphs import (
@@ -37,6 +40,8 @@ from tests.test_graphs import (
     history_summary,
     norm,
     snapshot_summary,
+    thread_objects,
+    writes_summary,
 )
 
 Build = Callable[[Any], Any]
@@ -67,6 +72,61 @@ def build_steps(checkpointer: Any) -> Any:
     builder.add_edge("b", "c")
     builder.add_edge("c", "d")
     builder.add_edge("d", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+# 24 small values of their own channel: none is large enough to become a blob, and
+# together they make the checkpoint object too large for its index item.
+WIDE_FIELDS = [f"f{i:02d}" for i in range(24)]
+WideState = TypedDict(  # type: ignore[misc]
+    "WideState",
+    {
+        "request": str,
+        "decision": str,
+        "log": Annotated[list[str], operator.add],
+        **dict.fromkeys(WIDE_FIELDS, str),
+    },
+    total=False,
+)
+
+
+def noise(seed: str, n: int) -> str:
+    """``n`` characters that do not compress (deterministic, so twins agree)."""
+    out, block = "", seed.encode()
+    while len(out) < n:
+        block = hashlib.sha256(block).digest()
+        out += base64.b64encode(block).decode()
+    return out[:n]
+
+
+def build_wide(checkpointer: Any, calls: Calls) -> Any:
+    """draft -> approval (interrupt) -> act. ``draft`` sets 24 small incompressible
+    values, so from then on the checkpoint object is over 4 KiB (stored in S3); a
+    request over 16 KiB is stored as blobs."""
+
+    def draft(state: Any) -> dict[str, Any]:
+        calls.hit("draft")
+        req = state["request"]
+        values: dict[str, Any] = {f: noise(f"{req[:20]}{f}", 400) for f in WIDE_FIELDS}
+        return {**values, "log": [f"draft {len(req)}"]}
+
+    def approval(state: Any) -> dict[str, Any]:
+        calls.hit("approval")
+        answer = interrupt({"approve": state["request"][:10]})
+        return {"decision": str(answer), "log": [f"decided {answer}"]}
+
+    def act(state: Any) -> dict[str, Any]:
+        calls.hit("act")
+        return {"log": [f"did {state['decision']} with {len(state['request'])}"]}
+
+    builder = StateGraph(WideState)
+    builder.add_node("draft", draft)
+    builder.add_node("approval", approval)
+    builder.add_node("act", act)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "approval")
+    builder.add_edge("approval", "act")
+    builder.add_edge("act", END)
     return builder.compile(checkpointer=checkpointer)
 
 
@@ -479,3 +539,135 @@ def test_prune_keeps_an_interrupted_delta_subgraph_resumable(backend: Backend) -
     final = build_delta_nested(backend.saver()).invoke(Command(resume="late"), cfg("ds"))
     assert final == build_delta_nested(twin).invoke(Command(resume="late"), cfg("ds"))
     assert final["log"] == final["plain"] and "s2:late" in final["log"]
+
+
+# --------------------------------------------------------------------------- copy_thread
+def body_placement(backend: Backend, thread_id: str) -> set[str]:
+    """Where the thread's checkpoint bodies live: "index" and/or "s3"."""
+    return {"index" if "b" in i else "s3" for i in checkpoint_items(backend, thread_id)}
+
+
+def test_copy_thread_reads_like_its_source_and_runs_on_like_the_twin(backend: Backend) -> None:
+    """The copy of a paused thread whose values are blobs (a 30 KB request) and whose
+    later bodies are in S3 (over 4 KiB) has the source's history: values, next,
+    metadata, tasks, interrupts, parent links and pending writes of every checkpoint.
+    It resumes like the twin, independently of the source, even once the source is
+    deleted."""
+    twin, s3_calls, twin_calls = InMemorySaver(), Calls(), Calls()
+    for make, calls in ((backend.saver, s3_calls), (lambda: twin, twin_calls)):
+        build_wide(make(), calls).invoke({"request": "#1 " + BIG}, cfg("src"))
+        build_wide(make(), calls).invoke(Command(resume="yes"), cfg("src"))
+        build_wide(make(), calls).invoke({"request": "#2 " + BIG[::-1]}, cfg("src"))
+    assert body_placement(backend, "src") == {"index", "s3"}
+    objects = thread_objects(backend, "src")
+    assert [k for k in objects if "/b/" in k] and [k for k in objects if "/c/" in k]
+    source_items = checkpoint_items(backend, "src")
+    reader = build_wide(backend.saver(), s3_calls)
+    source = history_summary(reader.get_state_history(cfg("src")))
+    assert source == history_summary(build_wide(twin, twin_calls).get_state_history(cfg("src")))
+    source_writes = writes_summary(backend.saver(), cfg("src"))
+
+    backend.saver().copy_thread("src", "dst")
+
+    assert checkpoint_items(backend, "src") == source_items
+    assert body_placement(backend, "dst") == {"index", "s3"}
+    copied = thread_objects(backend, "dst")
+    assert len([k for k in copied if "/b/" in k]) == len([k for k in objects if "/b/" in k])
+    assert len([k for k in copied if "/c/" in k]) == len([k for k in objects if "/c/" in k])
+    reader = build_wide(backend.saver(), s3_calls)
+    assert history_summary(reader.get_state_history(cfg("dst"))) == source
+    assert writes_summary(backend.saver(), cfg("dst")) == source_writes
+    paused = reader.get_state(cfg("dst"))
+    assert paused.next == ("approval",) and paused.config["configurable"]["thread_id"] == "dst"
+    # A copying saver with another index limit re-places the bodies it rewrites.
+    for limit, placement in ((0, {"s3"}), (64 * 1024, {"index"})):
+        target = f"dst-{limit}"
+        backend.saver(index_inline_limit=limit).copy_thread("src", target)
+        assert body_placement(backend, target) == placement
+        assert history_summary(reader.get_state_history(cfg(target))) == source
+        assert writes_summary(backend.saver(), cfg(target)) == source_writes
+
+    # The copy resumes like the twin; the source is still paused where it was.
+    final = build_wide(backend.saver(), s3_calls).invoke(Command(resume="no"), cfg("dst"))
+    assert final == build_wide(twin, twin_calls).invoke(Command(resume="no"), cfg("src"))
+    assert s3_calls.counts == twin_calls.counts
+    reader = build_wide(backend.saver(), s3_calls)
+    assert history_summary(reader.get_state_history(cfg("src"))) == source
+    backend.saver().delete_thread("src")
+    assert state(build_wide(backend.saver(), s3_calls).get_state(cfg("dst"))) == state(
+        build_wide(twin, twin_calls).get_state(cfg("src"))
+    )
+
+
+def test_copy_thread_keeps_an_interrupted_subgraph(backend: Backend) -> None:
+    """Every namespace is copied: the copy's paused subgraph reads like the source's
+    and resumes like the twin."""
+    twin, s3_calls, twin_calls = InMemorySaver(), Calls(), Calls()
+    for make, calls in ((backend.saver, s3_calls), (lambda: twin, twin_calls)):
+        build_nested(make(), calls).invoke({"topic": "tides", "notes": []}, cfg("s"))
+        build_nested(make(), calls).invoke(Command(resume="deep"), cfg("s"))
+        build_nested(make(), calls).invoke({"topic": "waves"}, cfg("s"))
+    paused = build_nested(backend.saver(), s3_calls).get_state(cfg("s"), subgraphs=True)
+
+    backend.saver().copy_thread("s", "c")
+
+    assert ns_counts(backend, "c") == ns_counts(backend, "s")
+    got = build_nested(backend.saver(), s3_calls).get_state(cfg("c"), subgraphs=True)
+    assert deep_state(got) == deep_state(paused)
+    (task,) = got.tasks
+    assert isinstance(task.state, StateSnapshot)
+    sub = task.state.config
+    assert sub["configurable"]["thread_id"] == "c"
+    reader = build_nested(backend.saver(), s3_calls)
+    assert history_summary(reader.get_state_history(sub)) == history_summary(
+        reader.get_state_history((paused.tasks[0].state).config)  # type: ignore[union-attr]
+    )
+    final = build_nested(backend.saver(), s3_calls).invoke(Command(resume="late"), cfg("c"))
+    assert final == build_nested(twin, twin_calls).invoke(Command(resume="late"), cfg("s"))
+    assert s3_calls.counts == twin_calls.counts
+
+
+def test_copy_thread_of_a_delta_graph_rebuilds_every_checkpoint(backend: Backend) -> None:
+    """The copy of a DeltaChannel thread has the whole parent chain: every checkpoint's
+    state and delta history equal the source's, and the copy runs on like the twin."""
+    twin = InMemorySaver()
+    for saver in (backend.saver(), twin):
+        graph = build_delta(saver)
+        for i in range(5):
+            graph.invoke(turn(i), cfg("d"))
+
+    backend.saver().copy_thread("d", "dc")
+
+    saver = backend.saver()
+    source = list(build_delta(saver).get_state_history(cfg("d")))
+    copy = list(build_delta(saver).get_state_history(cfg("dc")))
+    assert len(copy) == 25
+    assert history_summary(copy) == history_summary(source)
+    asked = [replayed(saver, s.config) for s in source]
+    assert sum(map(bool, asked)) > 10
+    assert delta_histories(saver, [s.config for s in copy], asked) == delta_histories(
+        saver, [s.config for s in source], asked
+    )
+    build_delta(backend.saver()).invoke(turn(5), cfg("dc"))
+    build_delta(twin).invoke(turn(5), cfg("d"))
+    got = build_delta(backend.saver()).get_state(cfg("dc"))
+    assert state(got) == state(build_delta(twin).get_state(cfg("d")))
+    assert got.values["log"] == got.values["plain"]
+
+
+def test_copy_thread_refuses_an_existing_target(backend: Backend) -> None:
+    """A target with checkpoints raises ThreadExistsError and nothing changes on either
+    thread; copying a thread onto itself is refused; an empty source copies nothing."""
+    build_steps(backend.saver()).invoke({"log": ["src"]}, cfg("src"))
+    build_steps(backend.saver()).invoke({"log": ["dst"]}, cfg("dst"))
+    before = backend.items(), sorted(backend.object_keys())
+
+    with pytest.raises(ThreadExistsError, match="dst"):
+        backend.saver().copy_thread("src", "dst")
+    with pytest.raises(InvalidConfigError):
+        backend.saver().copy_thread("src", "src")
+    backend.saver().copy_thread("nothing-here", "new")
+
+    assert (backend.items(), sorted(backend.object_keys())) == before
+    assert backend.saver().get_tuple(cfg("new")) is None
+    assert build_steps(backend.saver()).get_state(cfg("dst")).values["log"][0] == "dst"
