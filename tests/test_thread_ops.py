@@ -22,12 +22,14 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, StateSnapshot, interrupt
 
-from langgraph_s3 import AsyncS3Saver
+from langgraph_s3 import AsyncS3Saver, codec
 from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
 from langgraph_s3.keys import encode_segment
 from tests.conftest import Backend
@@ -81,6 +83,7 @@ WideState = TypedDict(
     "WideState",
     {
         "request": str,
+        "memo": str,
         "decision": str,
         "log": Annotated[list[str], operator.add],
         **dict.fromkeys(WIDE_FIELDS, str),  # type: ignore[misc]
@@ -101,13 +104,14 @@ def noise(seed: str, n: int) -> str:
 def build_wide(checkpointer: Any, calls: Calls) -> Any:
     """draft -> approval (interrupt) -> act. ``draft`` sets 24 small incompressible
     values, so from then on the checkpoint object is over 4 KiB (stored in S3); a
-    request over 16 KiB is stored as blobs."""
+    request over 16 KiB is stored as blobs, and so is ``draft``'s 60 KB memo write."""
 
     def draft(state: Any) -> dict[str, Any]:
         calls.hit("draft")
         req = state["request"]
         values: dict[str, Any] = {f: noise(f"{req[:20]}{f}", 400) for f in WIDE_FIELDS}
-        return {**values, "log": [f"draft {len(req)}"]}
+        # A write over 32 KiB is stored as a blob even as a pending write.
+        return {**values, "memo": req[::-1] * 2, "log": [f"draft {len(req)}"]}
 
     def approval(state: Any) -> dict[str, Any]:
         calls.hit("approval")
@@ -317,20 +321,23 @@ def delta_chain(saver: Any, thread_id: str, ns: str = "", start: str | None = No
 # --------------------------------------------------------------------------- prune
 def test_prune_keep_latest_leaves_one_checkpoint_of_an_ordinary_run(backend: Backend) -> None:
     """A 6-checkpoint run without delta channels is pruned to exactly its latest
-    checkpoint, which reads like the twin's latest (with no parent), and the thread
-    runs on to the twin's values."""
+    checkpoint (index item, body object in S3 here, writes), which reads like the
+    twin's latest (with no parent), and the thread runs on to the twin's values."""
     twin = InMemorySaver()
-    for saver in (backend.saver(), twin):
+    for saver in (backend.saver(index_inline_limit=0), twin):
         build_steps(saver).invoke({"log": ["go"]}, cfg("p"))
     graph = build_steps(backend.saver())
     before = list(graph.get_state_history(cfg("p")))
     assert len(before) == 6
     assert ns_counts(backend, "p") == {"": 6}
+    assert len(thread_objects(backend, "p")) == 6
 
     backend.saver().prune(["p"])
 
     assert ns_counts(backend, "p") == {"": 1}
     assert writes_owners(backend, "p") <= {("~", cid(before[0]))}
+    (body,) = thread_objects(backend, "p")
+    assert f"/{cid(before[0])}." in body
     graph = build_steps(backend.saver())
     (kept,) = graph.get_state_history(cfg("p"))
     assert cid(kept) == cid(before[0])
@@ -349,6 +356,31 @@ def test_prune_keep_latest_leaves_one_checkpoint_of_an_ordinary_run(backend: Bac
         "log": ["go", "a0", "b1", "c2", "d3", "again", "a4", "b5", "c6", "d7"],
     }
     assert ns_counts(backend, "p") == {"": 7}
+
+
+def test_prune_keeps_writes_saved_before_their_checkpoint(backend: Backend) -> None:
+    """A run may store a task's writes before the checkpoint they belong to commits
+    (LangGraph saves in the background): prune leaves them, and they load with that
+    checkpoint once it commits."""
+    build_steps(backend.saver()).invoke({"log": ["go"]}, cfg("w"))
+    saver = backend.saver()
+    head = saver.get_tuple(cfg("w"))
+    assert head is not None
+    next_id = str(uuid6(clock_seq=head.metadata["step"] + 1))
+    early = {"configurable": {"thread_id": "w", "checkpoint_ns": "", "checkpoint_id": next_id}}
+    saver.put_writes(early, [("log", ["early"])], "task-1")
+
+    backend.saver().prune(["w"])
+
+    assert ns_counts(backend, "w") == {"": 1}
+    saver = backend.saver()
+    head = saver.get_tuple(cfg("w"))
+    assert head is not None
+    metadata: Any = {"source": "loop", "step": head.metadata["step"] + 1, "parents": {}}
+    saver.put(head.config, {**head.checkpoint, "id": next_id}, metadata, {})
+    loaded = saver.get_tuple(early)
+    assert loaded is not None and loaded.pending_writes == [("task-1", "log", ["early"])]
+    assert loaded.parent_config is not None and cid(loaded.parent_config) == cid(head)
 
 
 def test_prune_keep_latest_leaves_one_checkpoint_per_namespace(backend: Backend) -> None:
@@ -499,6 +531,73 @@ def test_prune_keep_latest_keeps_exactly_the_delta_chain(
     assert len(got.values["notes"]) == runs + 1
 
 
+def test_prune_of_a_delta_thread_saved_at_exit(backend: Backend) -> None:
+    """``durability="exit"`` saves one checkpoint per run and stores the run's delta
+    writes on the checkpoint it started from: every checkpoint's delta history equals
+    InMemorySaver's, prune keeps the chain (4 of 8), and the thread runs on."""
+    twin = InMemorySaver()
+    for saver in (backend.saver(), twin):
+        for i in range(7):
+            build_delta(saver).invoke(turn(i), cfg("e"), durability="exit")
+    saver = backend.saver()
+    ours = list(build_delta(saver).get_state_history(cfg("e")))
+    theirs = list(build_delta(twin).get_state_history(cfg("e")))
+    assert len(ours) == 8 and history_summary(ours) == history_summary(theirs)
+    every = [list(DELTA_CHANNELS)] * len(ours)
+    assert delta_histories(saver, [s.config for s in ours], every) == delta_histories(
+        twin, [s.config for s in theirs], every
+    )
+    chain = delta_chain(saver, "e")
+    assert len(chain) == 4
+
+    backend.saver().prune(["e"])
+
+    assert kept_ids(backend.saver(), "e") == chain
+    got = build_delta(backend.saver()).get_state(cfg("e"))
+    assert state(got) == state(build_delta(twin).get_state(cfg("e")))
+    for s in (backend.saver(), twin):
+        build_delta(s).invoke(turn(7), cfg("e"), durability="exit")
+    got = build_delta(backend.saver()).get_state(cfg("e"))
+    assert state(got) == state(build_delta(twin).get_state(cfg("e")))
+    assert got.values["log"] == got.values["plain"] and len(got.values["notes"]) == 8
+
+
+@pytest.mark.parametrize(
+    ("evidence", "kept"),
+    [
+        ({"counters_since_delta_snapshot": {"m": (2, 2)}}, 3),
+        ({"delta_writes_versioned": True}, 3),  # how LangGraph.js marks a delta thread
+        ({}, 1),  # an empty versioned channel of an ordinary graph (e.g. branch:to:x)
+    ],
+)
+def test_prune_asks_the_latest_metadata_which_channels_are_delta_channels(
+    backend: Backend, evidence: dict[str, Any], kept: int
+) -> None:
+    """Three checkpoints where only the first stores channel ``m``: prune keeps the
+    chain back to it when the latest checkpoint's metadata names ``m`` as a delta
+    channel (counters, or the ``delta_writes_versioned`` marker), and only the latest
+    when nothing does."""
+    saver = backend.saver()
+    config: RunnableConfig = root("m")
+    version: str | None = None
+    for step in range(3):
+        version = saver.get_next_version(version, None)
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = str(uuid6(clock_seq=step))
+        checkpoint["channel_versions"] = {"m": version}
+        checkpoint["channel_values"] = {"m": [0]} if step == 0 else {}
+        metadata: Any = {"source": "loop", "step": step, "parents": {}, **evidence}
+        config = saver.put(config, checkpoint, metadata, {"m": version})
+        saver.put_writes(config, [("m", step + 1)], f"task-{step}")
+
+    backend.saver().prune(["m"])
+
+    assert len(kept_ids(backend.saver(), "m")) == kept
+    history = backend.saver().get_delta_channel_history(config=root("m"), channels=["m"])
+    if kept == 3:
+        assert history == {"m": {"seed": [0], "writes": [("task-0", "m", 1), ("task-1", "m", 2)]}}
+
+
 def test_prune_keeps_a_delta_graphs_pending_interrupt_resumable(backend: Backend) -> None:
     """A DeltaChannel graph paused on ``interrupt()``: prune keeps its chain, the pause
     reads as before, and the resume rebuilds the delta channels like the twin."""
@@ -562,6 +661,19 @@ def body_placement(backend: Backend, thread_id: str) -> set[str]:
     return {"index" if "b" in i else "s3" for i in checkpoint_items(backend, thread_id)}
 
 
+def stored_writes(backend: Backend, thread_id: str) -> dict[str, str]:
+    """Channel -> how each pending write of a thread is stored ("i" inline, "r" blobs)."""
+    out = {}
+    for item in backend.items():
+        if item["pk"]["S"] != encode_segment(thread_id) or "tid" not in item:
+            continue
+        for name, attr in item.items():
+            if name[:1] in "wm" and name[1:].isdigit():
+                channel, entry = codec.unpack_record(attr["B"], key=name)
+                out[channel] = entry[0]
+    return out
+
+
 def test_copy_thread_reads_like_its_source_and_runs_on_like_the_twin(backend: Backend) -> None:
     """The copy of a paused thread whose values are blobs (a 30 KB request) and whose
     later bodies are in S3 (over 4 KiB) has the source's history: values, next,
@@ -574,6 +686,7 @@ def test_copy_thread_reads_like_its_source_and_runs_on_like_the_twin(backend: Ba
         build_wide(make(), calls).invoke(Command(resume="yes"), cfg("src"))
         build_wide(make(), calls).invoke({"request": "#2 " + BIG[::-1]}, cfg("src"))
     assert body_placement(backend, "src") == {"index", "s3"}
+    assert stored_writes(backend, "src")["memo"] == "r"
     objects = thread_objects(backend, "src")
     assert [k for k in objects if "/b/" in k] and [k for k in objects if "/c/" in k]
     source_items = checkpoint_items(backend, "src")
@@ -586,6 +699,7 @@ def test_copy_thread_reads_like_its_source_and_runs_on_like_the_twin(backend: Ba
 
     assert checkpoint_items(backend, "src") == source_items
     assert body_placement(backend, "dst") == {"index", "s3"}
+    assert stored_writes(backend, "dst") == stored_writes(backend, "src")
     copied = thread_objects(backend, "dst")
     assert len([k for k in copied if "/b/" in k]) == len([k for k in objects if "/b/" in k])
     assert len([k for k in copied if "/c/" in k]) == len([k for k in objects if "/c/" in k])
@@ -707,16 +821,19 @@ def pending(saver: Any, thread_id: str, drop: Sequence[str] = ()) -> list[Any]:
 
 def test_delete_for_runs_removes_the_runs_checkpoints_and_writes(backend: Backend) -> None:
     """Deleting the middle one of three runs removes exactly its checkpoints (metadata
-    run_id) and their pending writes; what remains reads like the twin's history
-    without that run, other threads are untouched, and the thread runs on."""
+    run_id), their objects (bodies in S3 here) and their pending writes; what remains
+    reads like the twin's history without that run, other threads are untouched, and
+    the thread runs on."""
     twin = InMemorySaver()
-    for saver in (backend.saver(), twin):
+    for saver in (backend.saver(index_inline_limit=0), twin):
         for run in ("r1", "r2", "r3"):
             build_steps(saver).invoke({"log": [run]}, run_cfg("x", run))
     build_steps(backend.saver()).invoke({"log": ["other"]}, run_cfg("y", "ry"))
     other = [i for i in backend.items() if i["pk"]["S"] == encode_segment("y")]
     doomed = {cid(t) for t in backend.saver().list(root("x")) if run_of(t) == "r2"}
     assert len(doomed) == 6 and writes_owners(backend, "x") & {("~", c) for c in doomed}
+    objects = [k for k in thread_objects(backend, "x") if "/c/" in k]
+    assert len(objects) == 18
 
     backend.saver().delete_for_runs(["r2", "no-such-run"])
 
@@ -724,6 +841,9 @@ def test_delete_for_runs_removes_the_runs_checkpoints_and_writes(backend: Backen
     assert [run_of(t) for t in saver.list(root("x"))] == ["r3"] * 6 + ["r1"] * 6
     assert not {i["cid"]["S"] for i in checkpoint_items(backend, "x")} & doomed
     assert not writes_owners(backend, "x") & {("~", c) for c in doomed}
+    left = [k for k in thread_objects(backend, "x") if "/c/" in k]
+    assert left == [k for k in objects if k.rsplit("/", 1)[1].split(".")[0] not in doomed]
+    assert len(left) == 12
     assert [i for i in backend.items() if i["pk"]["S"] == encode_segment("y")] == other
     twin_kept = [s for s in build_steps(twin).get_state_history(cfg("x")) if run_of(s) != "r2"]
     assert history_summary(build_steps(saver).get_state_history(cfg("x"))) == history_summary(
