@@ -318,6 +318,30 @@ def delta_chain(saver: Any, thread_id: str, ns: str = "", start: str | None = No
     return chain
 
 
+def replayed(saver: Any, config: RunnableConfig) -> list[str]:
+    """The delta channels LangGraph rebuilds from ancestors when it loads ``config``
+    from ``saver``: those with a version and no stored value."""
+    cp = saver.get_tuple(config).checkpoint
+    return [
+        c for c in DELTA_CHANNELS if c in cp["channel_versions"] and c not in cp["channel_values"]
+    ]
+
+
+def delta_histories(
+    saver: Any, configs: Sequence[RunnableConfig], channels: Sequence[Sequence[str]]
+) -> list[dict[str, Any]]:
+    """``get_delta_channel_history`` at each config of the given channels, normalised."""
+    return [
+        norm_history(saver.get_delta_channel_history(config=c, channels=list(chs)))
+        for c, chs in zip(configs, channels, strict=True)
+    ]
+
+
+def kept_ids(saver: Any, thread_id: str, ns: str = "") -> list[str]:
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+    return [cid(t) for t in saver.list(config)]
+
+
 # --------------------------------------------------------------------------- prune
 def test_prune_keep_latest_leaves_one_checkpoint_of_an_ordinary_run(backend: Backend) -> None:
     """A 6-checkpoint run without delta channels is pruned to exactly its latest
@@ -459,30 +483,6 @@ def test_prune_keeps_an_interrupted_subgraph_resumable(backend: Backend) -> None
     assert final == build_nested(twin, twin_calls).invoke(Command(resume="later"), cfg("s"))
     assert final["notes"][-1] == "finish:s1:waves|s2:later|s3"
     assert s3_calls.counts == twin_calls.counts
-
-
-def replayed(saver: Any, config: RunnableConfig) -> list[str]:
-    """The delta channels LangGraph rebuilds from ancestors when it loads ``config``
-    from ``saver``: those with a version and no stored value."""
-    cp = saver.get_tuple(config).checkpoint
-    return [
-        c for c in DELTA_CHANNELS if c in cp["channel_versions"] and c not in cp["channel_values"]
-    ]
-
-
-def delta_histories(
-    saver: Any, configs: Sequence[RunnableConfig], channels: Sequence[Sequence[str]]
-) -> list[dict[str, Any]]:
-    """``get_delta_channel_history`` at each config of the given channels, normalised."""
-    return [
-        norm_history(saver.get_delta_channel_history(config=c, channels=list(chs)))
-        for c, chs in zip(configs, channels, strict=True)
-    ]
-
-
-def kept_ids(saver: Any, thread_id: str, ns: str = "") -> list[str]:
-    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
-    return [cid(t) for t in saver.list(config)]
 
 
 @pytest.mark.parametrize(("runs", "needed", "whole"), [(5, 6, 3), (3, 15, 15)])
