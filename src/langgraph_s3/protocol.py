@@ -1718,10 +1718,40 @@ class SaverCore(BaseCheckpointSaver[str]):
                     row = _parse_row(item)
                     by_ns.setdefault(row.ns, {})[row.checkpoint_id] = row
             doomed: list[_Row] = []
+            orphans: list[_Row] = []
             for rows in by_ns.values():
                 keep = yield from self._kept_chain(rows)
                 doomed.extend(r for cid, r in rows.items() if cid not in keep)
+                orphans.extend(
+                    rows[cid] for cid in keep if rows[cid].parent_id not in (None, *keep)
+                )
             yield from self._drop_checkpoints(doomed, items)
+            yield from self._unlink_parents(orphans)
+
+    def _unlink_parents(self, rows: Sequence[_Row]) -> Flow[None]:
+        """Forget the parent of kept checkpoints whose parent was pruned.
+
+        As PostgresSaver's prune does: ``parent_config`` then is ``None`` instead of
+        naming a checkpoint that no longer loads. The body keeps its ``p``; readers
+        take the parent from the index item.
+        """
+        ops = [
+            Ddb(
+                "update_item",
+                {
+                    "TableName": self.table,
+                    "Key": {"pk": r.item["pk"], "sk": r.item["sk"]},
+                    "UpdateExpression": "REMOVE #p",
+                    "ConditionExpression": "#p = :p",
+                    "ExpressionAttributeNames": {"#p": "p"},
+                    "ExpressionAttributeValues": {":p": _s(r.parent_id or "")},
+                },
+                expect=frozenset({"ConditionalCheckFailedException"}),
+            )
+            for r in rows
+        ]
+        if ops:
+            yield ops
 
     def _kept_chain(self, rows: Mapping[str, _Row]) -> Flow[set[str]]:
         """The latest checkpoint plus the ancestors its delta channels are rebuilt from."""
