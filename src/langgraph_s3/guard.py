@@ -56,6 +56,25 @@ class HeadRead(str):
     def __reduce__(self) -> tuple[Any, ...]:
         return (HeadRead, (str(self), self.ns, self.head))
 
+    def __eq__(self, other: object) -> bool:
+        # With a plain str on the left, Python lets a str subclass on the right that
+        # defines its own __eq__ (a test's "any string" matcher) answer first. Do the
+        # same, so a HeadRead compares exactly as the plain thread id would.
+        if (
+            isinstance(other, str)
+            and not isinstance(other, HeadRead)
+            and type(other).__eq__ is not str.__eq__
+        ):
+            answer = type(other).__eq__(other, self)
+            if answer is not NotImplemented:
+                return bool(answer)
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
 
 def read_latest(thread_id: str, ns: str, head: str) -> HeadRead:
     """The ``thread_id`` a read of the latest checkpoint answers with."""
