@@ -2,11 +2,16 @@
 """The two commands of the quickstart, on a machine with only Python 3.11:
 
     python3 run.py demo     # set up .venv if needed, then run the demo
-    python3 run.py test     # set up .venv if needed, then run the test suite
+    python3 run.py test     # set up .venv if needed, then run all the tests
+
+``test`` runs the project's suite (``tests/``), then LangGraph's own checkpointer
+tests against S3Saver and AsyncS3Saver (``upstream/harness.py``), and fails if
+either fails. With extra arguments it runs only the project's suite with them
+(``python3 run.py test -k conformance``); ``python3 run.py upstream [pytest args]``
+runs only LangGraph's tests.
 
 Set-up creates ``.venv`` beside this file and installs the package with its
 ``async`` and ``dev`` extras; it is redone only when ``pyproject.toml`` changes.
-Extra arguments are passed on (``python3 run.py test -k conformance``).
 """
 
 from __future__ import annotations
@@ -49,15 +54,22 @@ def ensure_env() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("demo", "test"):
+    if not argv or argv[0] not in ("demo", "test", "upstream"):
         print(__doc__)
         return 2
     ensure_env()
+    python = str(BIN / "python")
     if argv[0] == "demo":
-        cmd = [str(BIN / "langgraph-s3"), "demo", *argv[1:]]
-    else:
-        cmd = [str(BIN / "python"), "-m", "pytest", *argv[1:]]
-    return subprocess.run(cmd, cwd=ROOT).returncode
+        return subprocess.run([str(BIN / "langgraph-s3"), "demo", *argv[1:]], cwd=ROOT).returncode
+    if argv[0] == "upstream":
+        return subprocess.run([python, "upstream/harness.py", *argv[1:]], cwd=ROOT).returncode
+    ours = subprocess.run([python, "-m", "pytest", *argv[1:]], cwd=ROOT).returncode
+    if argv[1:]:
+        return ours
+    upstream = subprocess.run([python, "upstream/harness.py"], cwd=ROOT).returncode
+    print(f"project tests: {'passed' if ours == 0 else 'FAILED'}; "
+          f"LangGraph's tests: {'passed' if upstream == 0 else 'FAILED'}")  # fmt: skip
+    return ours or upstream
 
 
 if __name__ == "__main__":
