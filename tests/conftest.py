@@ -175,3 +175,16 @@ def add_latency(client: Any, seconds: float) -> Callable[..., None]:
 
     client.meta.events.register("before-send.*.*", delay)
     return delay
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print how much the differential test covered (tests/test_differential.py)."""
+    seeds = ops = 0
+    for rep in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", []):
+        for name, value in getattr(rep, "user_properties", ()):
+            if name == "differential":
+                seeds, ops = seeds + value[0], ops + value[1]
+    if seeds:
+        terminalreporter.write_line(
+            f"differential test vs InMemorySaver: {seeds} seeds, {ops} operations compared"
+        )
