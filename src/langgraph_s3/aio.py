@@ -210,8 +210,7 @@ class AsyncS3Saver(SaverCore):
             await asyncio.sleep(op.seconds)
             return None
         if isinstance(op, WaitUpload):
-            pending = self._upload_in_flight(op.key)
-            return True if pending is None else await asyncio.wrap_future(pending)
+            return await asyncio.wrap_future(op.pending)
         s3, ddb = await self._clients()
         home_bucket = self.cross_region.home_bucket if self.cross_region else None
         target, method, params = call_spec(op, self.bucket, home_bucket)

@@ -76,6 +76,13 @@ class LRU(Generic[K, V]):
                 _, (_, evicted, _) = self._data.popitem(last=False)
                 self._bytes -= evicted
 
+    def pop(self, key: K) -> None:
+        """Forget ``key`` (no error if it is not cached)."""
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+
     def discard(self, predicate: Callable[[K], bool]) -> None:
         """Drop every key for which ``predicate`` is true (after a thread is deleted)."""
         with self._lock:

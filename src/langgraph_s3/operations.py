@@ -44,9 +44,15 @@ class S3Put:
 
 @dataclass(frozen=True)
 class WaitUpload:
-    """Wait for another flow's upload of ``key``. Result: ``True`` if it succeeded."""
+    """Wait for another flow's upload of ``key``. Result: ``True`` if it succeeded.
+
+    ``pending`` is that upload's ``done`` future, taken when the wait was planned:
+    the uploader may finish (and forget the upload) before the driver gets here, and
+    only the future still knows whether it succeeded.
+    """
 
     key: str
+    pending: Future[bool] = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -506,10 +506,6 @@ class SaverCore(BaseCheckpointSaver[str]):
                 out[key] = self._check_blob(key, body)
         return out
 
-    def _upload_in_flight(self, key: str) -> Future[bool] | None:
-        with self._inflight_lock:
-            return self._inflight.get(key)
-
     def _upload_flow(
         self, uploads: Mapping[str, bytes], extra: Sequence[Any] = ()
     ) -> Flow[list[Any]]:
@@ -519,17 +515,17 @@ class SaverCore(BaseCheckpointSaver[str]):
         other uploader failed is uploaded here in a second one.
         """
         mine: dict[str, Future[bool]] = {}
-        theirs: list[str] = []
+        theirs: dict[str, Future[bool]] = {}
         with self._inflight_lock:
             for key in uploads:
                 if key in self._known_blobs:
                     continue
                 if key in self._inflight:
-                    theirs.append(key)
+                    theirs[key] = self._inflight[key]
                 else:
                     mine[key] = self._inflight[key] = Future()
         ops: list[Any] = [S3Put(k, uploads[k], done=f) for k, f in mine.items()]
-        ops += [WaitUpload(k) for k in theirs]
+        ops += [WaitUpload(k, f) for k, f in theirs.items()]
         ops += extra
         if not ops:
             return []
@@ -542,8 +538,11 @@ class SaverCore(BaseCheckpointSaver[str]):
                         del self._inflight[key]
                     if not fut.done():
                         fut.set_result(False)
-                    elif fut.result():
+                    if fut.result():
                         self._known_blobs.put(key, True)
+                    else:
+                        # Planning cached the content; nothing must vouch for it now.
+                        self._blob_cache.pop(key)
         waited = results[len(mine) : len(mine) + len(theirs)]
         retry = {k: uploads[k] for k, ok in zip(theirs, waited, strict=True) if not ok}
         if retry:

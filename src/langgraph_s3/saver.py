@@ -206,8 +206,7 @@ class S3Saver(SaverCore):
             time.sleep(op.seconds)
             return None
         if isinstance(op, WaitUpload):
-            pending = self._upload_in_flight(op.key)
-            return True if pending is None else pending.result()
+            return op.pending.result()
         s3, ddb = self._clients()
         home_bucket = self.cross_region.home_bucket if self.cross_region else None
         target, method, params = call_spec(op, self.bucket, home_bucket)
