@@ -552,6 +552,60 @@ def test_corrupted_pending_write_record(backend: Backend) -> None:
     assert sk in info.value.key and sk in str(info.value)
 
 
+@pytest.mark.parametrize("value", ["approve", "x" * 3000], ids=["raw", "compressed"])
+def test_flipped_byte_in_a_pending_write_value(backend: Backend, value: str) -> None:
+    """One byte flipped anywhere in a stored write record (tag, checksum or value) is
+    refused as corrupt, naming the item and attribute; it used to be returned altered."""
+    saver = backend.saver()
+    first = put(saver, "flip", {})
+    saver.put_writes(first, [("decision", value)], "task-1")
+    ddb = backend.dynamodb()
+    key = {
+        "pk": {"S": LAYOUT.pk("flip")},
+        "sk": {"S": LAYOUT.writes_sk("", first["configurable"]["checkpoint_id"], "task-1")},
+    }
+    record = ddb.get_item(TableName=backend.table, Key=key)["Item"]["w0"]["B"]
+    for at in sorted({0, 1, 5, len(record) // 2, len(record) - 1}):
+        damaged = bytearray(record)
+        damaged[at] ^= 0x01
+        ddb.update_item(
+            TableName=backend.table, Key=key, UpdateExpression="SET w0 = :w",
+            ExpressionAttributeValues={":w": {"B": bytes(damaged)}},
+        )  # fmt: skip
+        with pytest.raises(CorruptObjectError) as info:
+            backend.saver().get_tuple(first)
+        assert key["sk"]["S"] in info.value.key and "w0" in str(info.value), at
+    ddb.update_item(
+        TableName=backend.table, Key=key, UpdateExpression="SET w0 = :w",
+        ExpressionAttributeValues={":w": {"B": record}},
+    )  # fmt: skip
+    got = backend.saver().get_tuple(first)
+    assert got is not None and [w[1:] for w in got.pending_writes] == [("decision", value)]
+
+
+def test_pending_write_records_of_the_previous_release_still_read(backend: Backend) -> None:
+    """Records written before they carried a checksum (tags 1 and 2) are still read."""
+    saver = backend.saver()
+    first = put(saver, "legacy", {})
+    saver.put_writes(first, [("a", "short"), ("b", "y" * 3000)], "task-1")
+    ddb = backend.dynamodb()
+    key = {
+        "pk": {"S": LAYOUT.pk("legacy")},
+        "sk": {"S": LAYOUT.writes_sk("", first["configurable"]["checkpoint_id"], "task-1")},
+    }
+    item = ddb.get_item(TableName=backend.table, Key=key)["Item"]
+    for name in ("w0", "w1"):
+        record = item[name]["B"]
+        legacy = bytes([record[0] - 2]) + record[9:]  # tag 3/4 -> 1/2, checksum dropped
+        ddb.update_item(
+            TableName=backend.table, Key=key, UpdateExpression=f"SET {name} = :w",
+            ExpressionAttributeValues={":w": {"B": legacy}},
+        )  # fmt: skip
+    got = backend.saver().get_tuple(first)
+    assert got is not None
+    assert [w[1:] for w in got.pending_writes] == [("a", "short"), ("b", "y" * 3000)]
+
+
 # --------------------------------------------------------------------------- serialization
 def test_unserializable_channel_value(backend: Backend) -> None:
     """A channel value the serializer refuses raises SerializationError naming the channel,

@@ -27,8 +27,13 @@ _HEADER_LEN = len(MAGIC) + 2
 
 # Small records (pending writes kept in DynamoDB) are stored uncompressed: a zstd
 # frame costs ~10 bytes of overhead and saves nothing on a few dozen bytes.
+# Records carry a checksum of their packed bytes (tags 3 and 4); tags 1 and 2, without
+# one, are what releases before it wrote, and are still read.
 _RAW = b"\x01"
 _ZSTD = b"\x02"
+_RAW_SUMMED = b"\x03"
+_ZSTD_SUMMED = b"\x04"
+_SUM_LEN = 8
 _RECORD_COMPRESS_MIN = 256
 
 
@@ -103,19 +108,41 @@ def unpack(data: bytes, *, key: str) -> Any:
         ) from exc
 
 
+def record_sum(raw: bytes) -> bytes:
+    """The checksum a record carries: BLAKE2b of its packed bytes, 8 bytes."""
+    return hashlib.blake2b(raw, digest_size=_SUM_LEN).digest()
+
+
 def pack_record(obj: Any, level: int) -> bytes:
-    """Pack a small record for a DynamoDB binary attribute, compressing if it pays."""
+    """Pack a small record for a DynamoDB binary attribute: tag, checksum, body
+    (compressed if it pays)."""
     raw = pack(obj)
     if len(raw) >= _RECORD_COMPRESS_MIN:
         packed = compress(raw, level)
         if len(packed) + 1 < len(raw):
-            return _ZSTD + packed
-    return _RAW + raw
+            return _ZSTD_SUMMED + record_sum(raw) + packed
+    return _RAW_SUMMED + record_sum(raw) + raw
 
 
 def unpack_record(data: bytes, *, key: str) -> Any:
-    if data[:1] == _RAW:
+    """Unpack a record read from ``key``, verifying its checksum when it has one."""
+    tag = data[:1]
+    if tag == _RAW:
         return unpack(data[1:], key=key)
-    if data[:1] == _ZSTD:
+    if tag == _ZSTD:
         return unpack(decompress(data[1:], key=key), key=key)
-    raise CorruptObjectError(f"record {key!r} has an unknown encoding tag {data[:1]!r}", key=key)
+    if tag not in (_RAW_SUMMED, _ZSTD_SUMMED):
+        raise CorruptObjectError(
+            f"record {key!r} has an unknown encoding tag {tag!r}; it was altered after it "
+            "was written",
+            key=key,
+        )
+    expected, body = data[1 : 1 + _SUM_LEN], data[1 + _SUM_LEN :]
+    raw = body if tag == _RAW_SUMMED else decompress(body, key=key)
+    if len(expected) != _SUM_LEN or record_sum(raw) != expected:
+        raise CorruptObjectError(
+            f"record {key!r} does not match its checksum; it was altered or truncated "
+            "after it was written",
+            key=key,
+        )
+    return unpack(raw, key=key)

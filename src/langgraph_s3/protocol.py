@@ -1024,7 +1024,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         for name, attr in item.items():
             idx = _attr_idx(name)
             if idx is not None:
-                key = f"{item['pk']['S']}|{item['sk']['S']}"
+                key = f"{item['pk']['S']}|{item['sk']['S']}|{name}"
                 records.append((idx, codec.unpack_record(attr["B"], key=key)))
         return _WritesRow(
             task_id=item["tid"]["S"],
