@@ -5,8 +5,10 @@
 Takes the tests from the released ``langgraph`` sdist of the installed version
 (downloaded once with pip into ``.upstream-cache/``), and runs every test that
 takes upstream's ``sync_checkpointer`` or ``async_checkpointer`` fixture with our
-savers plugged in (``lgs3_upstream_plugin.py``) on moto. ``run.py test`` calls it
-after the project's own suite.
+savers plugged in (``lgs3_upstream_plugin.py``) on moto. Then the tests of the
+``langgraph-checkpoint`` sdist that exercise a saver through its public API
+(``lgs3_checkpoint_plugin.py``). ``run.py test`` calls it after the project's own
+suite.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ CACHE = HERE.parent / ".upstream-cache"
 def sdist_tree(package: str = "langgraph") -> Path:
     """The unpacked sdist of the installed ``package``, fetched on first use."""
     ver = version(package)
-    tree = CACHE / f"{package}-{ver}"
-    if (tree / "tests" / "conftest.py").exists():
+    name = package.replace("-", "_")  # sdists name themselves like this
+    tree = CACHE / f"{name}-{ver}"
+    if (tree / "tests" / "__init__.py").exists():
         return tree
     CACHE.mkdir(exist_ok=True)
-    archive = CACHE / f"{package}-{ver}.tar.gz"
+    archive = CACHE / f"{name}-{ver}.tar.gz"
     if not archive.exists():
         subprocess.run(
             [
@@ -53,36 +56,43 @@ def sdist_tree(package: str = "langgraph") -> Path:
     return tree
 
 
-def main(argv: list[str]) -> int:
-    tree = sdist_tree()
+def run_suite(package: str, plugin: str, argv: list[str], asyncio: str = "anyio") -> int:
+    """Run ``package``'s sdist tests (or ``argv``'s selection) with ``plugin`` loaded.
+
+    ``asyncio`` names the plugin the suite runs its async tests with: langgraph's use
+    anyio (pytest-asyncio must stay out of the way), langgraph-checkpoint's
+    pytest-asyncio.
+    """
+    tree = sdist_tree(package)
     env = {
         **os.environ,
         "NO_DOCKER": "true",
         "PYTHONPATH": os.pathsep.join([str(HERE), str(tree)]),
     }
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "lgs3_upstream_plugin",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:asyncio",
-        "-q",
-        "--no-header",
-        "-o",
-        "addopts=--strict-markers",
-        "-n",
-        "2",
-        "-rfEs",
-        *argv,
-    ]
+        sys.executable, "-m", "pytest", "-p", plugin, "-p", "no:cacheprovider",
+        "-q", "--no-header", "-o", "addopts=--strict-markers", "-n", "2", "-rfEs",
+    ]  # fmt: skip
+    cmd += ["-p", "no:asyncio"] if asyncio == "anyio" else ["-o", "asyncio_mode=auto"]
+    cmd += argv
     if not any(a.startswith("tests") for a in argv):
         cmd.append("tests")
-    result = subprocess.run(cmd, cwd=tree, env=env)
-    return result.returncode
+    return subprocess.run(cmd, cwd=tree, env=env).returncode
+
+
+def main(argv: list[str]) -> int:
+    """LangGraph's checkpointer tests, then langgraph-checkpoint's public-API tests.
+
+    With arguments, only the ``langgraph`` suite runs, with them (a selection).
+    """
+    graph = run_suite("langgraph", "lgs3_upstream_plugin", argv)
+    if argv:
+        return graph
+    checkpoint = run_suite(
+        "langgraph-checkpoint", "lgs3_checkpoint_plugin", ["-n", "0", "tests/test_memory.py"],
+        asyncio="pytest-asyncio",
+    )  # fmt: skip
+    return graph or checkpoint
 
 
 if __name__ == "__main__":
