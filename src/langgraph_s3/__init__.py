@@ -23,6 +23,7 @@ from langgraph_s3.errors import (
 from langgraph_s3.guard import continuation
 from langgraph_s3.regions import CrossRegion
 from langgraph_s3.saver import S3Saver, parse_conn_string
+from langgraph_s3.version import __version__
 
 if TYPE_CHECKING:
     from langgraph_s3.aio import AsyncS3Saver
@@ -45,6 +46,7 @@ __all__ = [
     "ThreadExistsError",
     "ThreadOwnedElsewhereError",
     "UnsupportedFormatError",
+    "__version__",
     "continuation",
     "parse_conn_string",
 ]

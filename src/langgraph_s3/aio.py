@@ -40,7 +40,7 @@ from langgraph_s3.protocol import (
     SaverOptions,
     T,
 )
-from langgraph_s3.saver import parse_conn_string
+from langgraph_s3.saver import merge_config, parse_conn_string
 
 try:
     import aioboto3
@@ -84,6 +84,8 @@ class AsyncS3Saver(SaverCore):
         serde: Serializer for values and metadata; pickle fallback is refused.
         compression_level: zstd level for objects.
         session: An ``aioboto3.Session`` to create clients from.
+        boto_config: A ``botocore.config.Config`` (or ``AioConfig``) merged over the
+            saver's own for the clients it creates (timeouts, retries).
         home_s3_client: An entered aiobotocore S3 client for the home region's bucket
             (cross-region ``"home"`` read policy); created on first use if not given.
         **options: See ``SaverOptions`` (the same options as ``S3Saver``).
@@ -103,6 +105,7 @@ class AsyncS3Saver(SaverCore):
         *,
         session: Any = None,
         home_s3_client: Any = None,
+        boto_config: Any = None,
         **options: Unpack[SaverOptions],
     ) -> None:
         if aioboto3 is None:
@@ -122,6 +125,8 @@ class AsyncS3Saver(SaverCore):
         self.region_name = region_name
         self.endpoint_url = endpoint_url
         self._session = session
+        self._boto_config = boto_config
+        self._created: list[Any] = []  # the clients aclose() closes: only ours
         self._s3 = s3_client
         self._ddb = dynamodb_client
         self._home_s3 = home_s3_client
@@ -159,8 +164,11 @@ class AsyncS3Saver(SaverCore):
         """Close the clients this saver created (clients passed in are left open)."""
         if self._stack is not None:
             stack, self._stack = self._stack, None
+            created, self._created = self._created, []
+            for attr in ("_s3", "_ddb", "_home_s3"):
+                if any(getattr(self, attr) is c for c in created):
+                    setattr(self, attr, None)
             await stack.aclose()
-            self._s3 = self._ddb = None
 
     async def _clients(self) -> tuple[Any, Any]:
         if self.loop is None:
@@ -172,10 +180,7 @@ class AsyncS3Saver(SaverCore):
         async with self._lock:
             if self._s3 is None or self._ddb is None:
                 session = self._session or _default_session()
-                config = AioConfig(
-                    max_pool_connections=max(10, self.max_concurrency),
-                    retries={"mode": "standard"},
-                )
+                config = self._client_config()
                 kw = {"region_name": self.region_name, "endpoint_url": self.endpoint_url}
                 stack = self._stack or AsyncExitStack()
                 self._stack = stack
@@ -183,11 +188,23 @@ class AsyncS3Saver(SaverCore):
                     self._s3 = await stack.enter_async_context(
                         session.client("s3", config=config, **kw)
                     )
+                    self._created.append(self._s3)
                 if self._ddb is None:
                     self._ddb = await stack.enter_async_context(
                         session.client("dynamodb", config=config, **kw)
                     )
+                    self._created.append(self._ddb)
         return self._s3, self._ddb
+
+    def _client_config(self) -> Any:
+        from langgraph_s3.version import USER_AGENT
+
+        config = AioConfig(
+            max_pool_connections=max(10, self.max_concurrency),
+            retries={"mode": "standard"},
+            user_agent_extra=USER_AGENT,
+        )
+        return merge_config(config, self._boto_config)
 
     async def _home_client(self) -> Any:
         if self._home_s3 is None:
@@ -197,9 +214,13 @@ class AsyncS3Saver(SaverCore):
             session = self._session or _default_session()
             self._home_s3 = await self._stack.enter_async_context(
                 session.client(
-                    "s3", region_name=self.cross_region.home_region, endpoint_url=self.endpoint_url
+                    "s3",
+                    config=self._client_config(),
+                    region_name=self.cross_region.home_region,
+                    endpoint_url=self.endpoint_url,
                 )
             )
+            self._created.append(self._home_s3)
         return self._home_s3
 
     # -------------------------------------------------------------- driving

@@ -10,6 +10,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="langgraph-s3", description="LangGraph checkpoints in S3 with a DynamoDB index."
     )
+    from langgraph_s3.version import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     from langgraph_s3 import demo

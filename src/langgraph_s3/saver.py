@@ -72,6 +72,17 @@ def parse_conn_string(conn_string: str) -> dict[str, Any]:
     return args
 
 
+def merge_config(ours: Any, theirs: Any) -> Any:
+    """``theirs`` (a user's botocore Config) over ``ours``; retry settings key by key,
+    so ``retries={"max_attempts": 8}`` keeps the saver's standard retry mode."""
+    if theirs is None:
+        return ours
+    merged = ours.merge(theirs)
+    if ours.retries and theirs.retries:
+        merged.retries = {**ours.retries, **theirs.retries}
+    return merged
+
+
 class S3Saver(SaverCore):
     """A LangGraph checkpointer that stores threads in S3 with a DynamoDB index.
 
@@ -92,6 +103,10 @@ class S3Saver(SaverCore):
         compression_level: zstd level for objects (1-22; 3 is fast and compact).
         home_s3_client: S3 client for the home region's bucket (cross-region ``"home"``
             read policy); created on first use if not given.
+        session: A ``boto3.Session`` to create clients from (a named profile, assumed
+            role credentials); boto3's default session if not given.
+        boto_config: A ``botocore.config.Config`` merged over the saver's own for the
+            clients it creates (timeouts, retries; see the README for Lambda).
         **options: See ``SaverOptions``: ``inline_threshold``, ``max_concurrency``,
             ``cache_bytes``, ``cache_ttl``, ``touch_on_read``,
             ``cross_region``, ``clock``.
@@ -110,6 +125,8 @@ class S3Saver(SaverCore):
         compression_level: int = 3,
         *,
         home_s3_client: Any = None,
+        session: Any = None,
+        boto_config: Any = None,
         **options: Unpack[SaverOptions],
     ) -> None:
         super().__init__(
@@ -126,6 +143,9 @@ class S3Saver(SaverCore):
         self._s3 = s3_client
         self._ddb = dynamodb_client
         self._home_s3 = home_s3_client
+        self._session = session
+        self._boto_config = boto_config
+        self._created: list[Any] = []  # the clients close() closes: only ours
         self._clients_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -145,38 +165,64 @@ class S3Saver(SaverCore):
         finally:
             saver.close()
 
+    def __enter__(self) -> S3Saver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
-        """Close the clients this saver created and its thread pool."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
+        """Close the clients this saver created and its thread pool.
+
+        Clients passed in are left open. A closed saver creates new clients if it is
+        used again.
+        """
+        with self._clients_lock:
+            pool, self._pool = self._pool, None
+            created, self._created = self._created, []
+            for attr in ("_s3", "_ddb", "_home_s3"):
+                if any(getattr(self, attr) is c for c in created):
+                    setattr(self, attr, None)
+        if pool is not None:
+            pool.shutdown(wait=False)
+        for client in created:
+            client.close()
+
+    def _new_client(self, service: str, region_name: str | None) -> Any:
+        """A client of the saver's own (caller holds ``_clients_lock``)."""
+        import boto3
+        from botocore.config import Config
+
+        from langgraph_s3.version import USER_AGENT
+
+        config = Config(
+            max_pool_connections=max(10, self.max_concurrency),
+            retries={"mode": "standard"},
+            user_agent_extra=USER_AGENT,
+        )
+        config = merge_config(config, self._boto_config)
+        factory = self._session if self._session is not None else boto3
+        client = factory.client(
+            service, config=config, region_name=region_name, endpoint_url=self.endpoint_url
+        )
+        self._created.append(client)
+        return client
 
     def _clients(self) -> tuple[Any, Any]:
         if self._s3 is None or self._ddb is None:
             with self._clients_lock:
-                if self._s3 is None or self._ddb is None:
-                    import boto3
-                    from botocore.config import Config
-
-                    config = Config(
-                        max_pool_connections=max(10, self.max_concurrency),
-                        retries={"mode": "standard"},
-                    )
-                    kw = {"region_name": self.region_name, "endpoint_url": self.endpoint_url}
-                    if self._s3 is None:
-                        self._s3 = boto3.client("s3", config=config, **kw)
-                    if self._ddb is None:
-                        self._ddb = boto3.client("dynamodb", config=config, **kw)
+                if self._s3 is None:
+                    self._s3 = self._new_client("s3", self.region_name)
+                if self._ddb is None:
+                    self._ddb = self._new_client("dynamodb", self.region_name)
         return self._s3, self._ddb
 
     def _home_client(self) -> Any:
         if self._home_s3 is None:
-            import boto3
-
             assert self.cross_region is not None
-            self._home_s3 = boto3.client(
-                "s3", region_name=self.cross_region.home_region, endpoint_url=self.endpoint_url
-            )
+            with self._clients_lock:
+                if self._home_s3 is None:
+                    self._home_s3 = self._new_client("s3", self.cross_region.home_region)
         return self._home_s3
 
     @property

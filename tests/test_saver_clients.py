@@ -1,0 +1,66 @@
+"""The AWS clients a saver creates: session, configuration, user agent, closing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from langgraph_s3 import S3Saver, __version__
+from tests.conftest import REGION, Backend
+
+CONFIG = {"configurable": {"thread_id": "clients", "checkpoint_ns": ""}}
+
+
+def _user_agents(client: Any) -> list[str]:
+    seen: list[str] = []
+
+    def record(request: Any, **_: Any) -> None:
+        agent = request.headers["User-Agent"]
+        seen.append(agent.decode() if isinstance(agent, bytes) else agent)
+
+    client.meta.events.register("before-send.*.*", record)
+    return seen
+
+
+def test_clients_come_from_the_session_with_the_config_merged(inproc_backend: Backend) -> None:
+    session = boto3.Session(region_name=REGION)
+    saver = S3Saver(
+        bucket=inproc_backend.bucket,
+        table=inproc_backend.table,
+        session=session,
+        boto_config=Config(connect_timeout=2, read_timeout=7, retries={"max_attempts": 4}),
+    )
+    s3, ddb = saver.s3_client, saver.dynamodb_client
+    for client in (s3, ddb):
+        assert client.meta.region_name == REGION  # from the session: none given to the saver
+        config = client.meta.config
+        assert (config.connect_timeout, config.read_timeout) == (2, 7)
+        assert config.retries["total_max_attempts"] == 5  # 4 retries
+        assert config.retries["mode"] == "standard"  # the saver's, kept
+        assert config.max_pool_connections >= 10  # the saver's own settings stay
+    agents = _user_agents(ddb)
+    assert saver.get_tuple(CONFIG) is None
+    assert agents and all(f"langgraph-s3/{__version__}" in a for a in agents)
+
+
+def test_close_closes_only_the_clients_the_saver_created(inproc_backend: Backend) -> None:
+    mine = inproc_backend.s3()
+    with inproc_backend.saver(s3_client=mine, dynamodb_client=None, region_name=REGION) as saver:
+        assert saver.get_tuple(CONFIG) is None
+        created = saver.dynamodb_client
+    assert saver.s3_client is mine  # passed in: left as it was
+    assert saver.dynamodb_client is not created  # created: closed and forgotten
+    mine.head_bucket(Bucket=inproc_backend.bucket)  # still usable
+    assert saver.get_tuple(CONFIG) is None  # a closed saver makes new clients
+
+
+async def test_async_clients_take_the_config_and_user_agent(server_backend: Backend) -> None:
+    async with server_backend.async_saver(boto_config=Config(read_timeout=9)) as saver:
+        s3, ddb = await saver._clients()
+        assert s3.meta.config.read_timeout == 9 and ddb.meta.config.read_timeout == 9
+        agents = _user_agents(ddb)
+        assert await saver.aget_tuple(CONFIG) is None
+        assert agents and all(f"langgraph-s3/{__version__}" in a for a in agents)
+    assert saver._s3 is None and saver._ddb is None  # closed and forgotten
