@@ -845,3 +845,16 @@ def test_errors_share_one_base(request_log: RequestLog) -> None:
     ):
         with pytest.raises(S3SaverError):
             call()
+
+
+def test_misspelt_option_names_it_and_the_closest_valid_one() -> None:
+    """A misspelt keyword is our InvalidConfigError naming it and what was meant, not a
+    TypeError naming an internal class."""
+    for saver in (S3Saver, AsyncS3Saver):
+        with pytest.raises(InvalidConfigError) as info:
+            saver(bucket="b", table="t", max_concurency=4)  # type: ignore[call-arg]
+        message = str(info.value)
+        assert saver.__name__ in message and "'max_concurency'" in message
+        assert "did you mean 'max_concurrency'" in message
+        with pytest.raises(InvalidConfigError, match=r"'endpoint'.*did you mean 'endpoint_url'"):
+            saver(bucket="b", table="t", endpoint="http://x")  # type: ignore[call-arg]

@@ -39,6 +39,7 @@ from langgraph_s3.protocol import (
     SaverCore,
     SaverOptions,
     T,
+    check_options,
 )
 from langgraph_s3.saver import merge_config, parse_conn_string
 
@@ -113,6 +114,7 @@ class AsyncS3Saver(SaverCore):
                 "AsyncS3Saver needs aioboto3, which is not installed: "
                 "pip install 'langgraph-s3[async]'"
             )
+        check_options(AsyncS3Saver, options)
         super().__init__(
             bucket=bucket,
             table=table,

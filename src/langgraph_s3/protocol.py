@@ -236,6 +236,28 @@ class SaverOptions(TypedDict, total=False):
     clock: Callable[[], float]
 
 
+def check_options(saver: type, options: Mapping[str, Any]) -> None:
+    """Refuse keyword arguments ``saver`` does not take, naming the closest valid one."""
+    unknown = [name for name in options if name not in SaverOptions.__annotations__]
+    if not unknown:
+        return
+    import difflib
+    import inspect
+
+    valid = [
+        name
+        for name, param in inspect.signature(saver).parameters.items()
+        if param.kind is not inspect.Parameter.VAR_KEYWORD
+    ] + list(SaverOptions.__annotations__)
+    name = unknown[0]
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise InvalidConfigError(
+        f"{saver.__name__} got an unknown option {name!r}: {hint}"
+        f"valid options are {', '.join(sorted(valid))}"
+    )
+
+
 class SaverCore(BaseCheckpointSaver[str]):
     """Everything ``S3Saver`` and ``AsyncS3Saver`` share: configuration, caches, flows."""
 

@@ -40,6 +40,7 @@ from langgraph_s3.protocol import (
     SaverCore,
     SaverOptions,
     T,
+    check_options,
 )
 
 
@@ -129,6 +130,7 @@ class S3Saver(SaverCore):
         boto_config: Any = None,
         **options: Unpack[SaverOptions],
     ) -> None:
+        check_options(S3Saver, options)
         super().__init__(
             bucket=bucket,
             table=table,
