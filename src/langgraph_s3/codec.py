@@ -53,14 +53,24 @@ def compress(data: bytes, level: int) -> bytes:
 
 
 def decompress(data: bytes, *, key: str) -> bytes:
+    # Streamed, not one-shot: a one-shot decompress allocates the content size the frame
+    # header declares, so one damaged bit there asked for terabytes (MemoryError). Memory
+    # now follows the bytes really produced; zstd still checks them against that size.
+    stream = zstandard.ZstdDecompressor().decompressobj()
     try:
-        return zstandard.ZstdDecompressor().decompress(data)
+        out = stream.decompress(data)
     except zstandard.ZstdError as exc:
         raise CorruptObjectError(
             f"object {key!r} is not a complete zstd frame ({exc}); it was truncated or "
             "altered after it was written",
             key=key,
         ) from exc
+    if not stream.eof:
+        raise CorruptObjectError(
+            f"object {key!r} is not a complete zstd frame; it was truncated after it was written",
+            key=key,
+        )
+    return out
 
 
 def frame(kind: bytes, payload: bytes, level: int) -> bytes:
@@ -127,6 +137,14 @@ def pack_record(obj: Any, level: int) -> bytes:
 def unpack_record(data: bytes, *, key: str) -> Any:
     """Unpack a record read from ``key``, verifying its checksum when it has one."""
     tag = data[:1]
+    if tag in (_RAW, _ZSTD) and record_sum(data[1 + _SUM_LEN :]) == data[1 : 1 + _SUM_LEN]:
+        # Tag 3 is one bit away from tags 1 and 2, and msgpack ignores trailing bytes: a
+        # flipped tag would read the checksum as the (unchecked) record.
+        raise CorruptObjectError(
+            f"record {key!r} carries a checksum but a tag {tag!r} without one; it was "
+            "altered after it was written",
+            key=key,
+        )
     if tag == _RAW:
         return unpack(data[1:], key=key)
     if tag == _ZSTD:
