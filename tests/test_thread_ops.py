@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import operator
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Annotated, Any, TypedDict
 
@@ -1125,3 +1126,32 @@ async def test_async_delta_history_matches_in_memory(
     ]
     every = [list(DELTA_CHANNELS)] * len(theirs)
     assert got == delta_histories(twin, [s.config for s in theirs], every)
+
+
+def test_thread_operations_leave_a_nested_prefix_alone(inproc_backend: Backend) -> None:
+    """A saver with prefix ``prod/`` and thread ``agents`` shares the folder
+    ``prod/agents/`` with every thread of a saver whose prefix is ``prod/agents/``:
+    deleting or copying that thread must touch only its own objects."""
+    outer = inproc_backend.saver(prefix="prod/")
+    nested = inproc_backend.saver(prefix="prod/agents/")
+    big = os.urandom(60_000).hex()  # blob values: objects under the shared folder
+    for saver, thread in ((outer, "agents"), (nested, "b"), (nested, "t1")):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"doc": f"{thread}:{big}"}
+        cp["channel_versions"] = {"doc": saver.get_next_version(None, None)}
+        saver.put(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+            cp, {"step": 0}, dict(cp["channel_versions"]),
+        )  # fmt: skip
+    before = set(inproc_backend.object_keys())
+    outer.copy_thread("agents", "copy")
+    copied = set(inproc_backend.object_keys()) - before
+    assert copied and all(k.startswith("prod/copy/") for k in copied)
+    outer.delete_thread("agents")
+    fresh = inproc_backend.saver(prefix="prod/agents/")
+    for thread in ("b", "t1"):
+        got = fresh.get_tuple({"configurable": {"thread_id": thread}})
+        assert got is not None and got.checkpoint["channel_values"]["doc"] == f"{thread}:{big}"
+    assert outer.get_tuple({"configurable": {"thread_id": "agents"}}) is None
+    got = outer.get_tuple({"configurable": {"thread_id": "copy"}})
+    assert got is not None and got.checkpoint["channel_values"]["doc"] == f"agents:{big}"

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.errors import MissingObjectError, ObjectError
+from langgraph_s3.keys import THREAD_OBJECT
 from langgraph_s3.operations import S3Put
 from langgraph_s3.protocol import (
     Flow,
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 STATE_KEY = ".gc/state"
 DEFAULT_GRACE = 3600.0
 _INTERRUPT_ATTR = "m3"  # pending write index -3 is __interrupt__ (WRITES_IDX_MAP)
-_OBJECT_KEY = re.compile(r"[^/]+/(?:c/[^/]+/[A-Za-z0-9_:-]{1,128}\.[0-9a-f]{32}|b/[0-9a-f]{64})")
+_OBJECT_KEY = re.compile(rf"[^/]+/(?:{THREAD_OBJECT})")
 
 Progress = Callable[[str, int, int], None]
 

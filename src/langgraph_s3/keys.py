@@ -33,6 +33,10 @@ _MAX_PLAIN = 128
 # (LangGraph's uuid6 ids sort by time); only characters that need no escaping are
 # accepted so the stored order is exactly Python's string order.
 _CHECKPOINT_ID = re.compile(r"[A-Za-z0-9_:-]{1,128}")
+#: An object key relative to its thread's folder: a checkpoint object or a blob.
+#: Anything else under the folder (a nested prefix's threads) belongs to someone else.
+THREAD_OBJECT = r"c/[^/]+/[A-Za-z0-9_:-]{1,128}\.[0-9a-f]{32}|b/[0-9a-f]{64}"
+_THREAD_OBJECT = re.compile(THREAD_OBJECT)
 MAX_PREFIX_BYTES = 512
 
 
@@ -99,6 +103,12 @@ class Layout:
 
     def blob_prefix(self, thread_id: str) -> str:
         return f"{self.thread_prefix(thread_id)}b/"
+
+    def owns_object(self, thread_id: str, key: str) -> bool:
+        """True if ``key`` is an object of this thread (not of a longer, nested prefix
+        that happens to share the thread's folder)."""
+        folder = self.thread_prefix(thread_id)
+        return key.startswith(folder) and bool(_THREAD_OBJECT.fullmatch(key[len(folder) :]))
 
     # --- DynamoDB ---------------------------------------------------------------
     def pk(self, thread_id: str) -> str:

@@ -1553,7 +1553,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         yield from self._delete_items([{"pk": i["pk"], "sk": i["sk"]} for i in items])
         prefix = self.layout.thread_prefix(thread_id)
         keys = yield from self._list_keys(prefix)
-        yield from self._delete_objects([k for k, _, _ in keys])
+        yield from self._delete_objects(
+            [k for k, _, _ in keys if self.layout.owns_object(thread_id, k)]
+        )
         self._forget(thread_id)
 
     def _forget(self, thread_id: str) -> None:
@@ -1675,7 +1677,11 @@ class SaverCore(BaseCheckpointSaver[str]):
         blob_keys = yield from self._list_keys(self.layout.blob_prefix(src))
         dst_blob_prefix = self.layout.blob_prefix(dst)
         src_blob_prefix = self.layout.blob_prefix(src)
-        copies = [S3Copy(k, dst_blob_prefix + k[len(src_blob_prefix) :]) for k, _, _ in blob_keys]
+        copies = [
+            S3Copy(k, dst_blob_prefix + k[len(src_blob_prefix) :])
+            for k, _, _ in blob_keys
+            if self.layout.owns_object(src, k)
+        ]
         for i in range(0, len(copies), 256):
             yield copies[i : i + 256]
         new_items: list[dict[str, Any]] = []
