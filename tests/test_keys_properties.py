@@ -365,3 +365,9 @@ def test_checkpoint_ids_accepted_are_exactly_the_verbatim_safe_ones(value: str) 
     else:
         with pytest.raises(InvalidConfigError):
             check_checkpoint_id(value)
+
+
+@pytest.mark.parametrize("prefix", ["a\ud800", "x/#", "a//b", "\x00", "p" * 600])
+def test_a_bad_prefix_is_an_invalid_config_error(prefix: str) -> None:
+    with pytest.raises(InvalidConfigError, match="prefix"):
+        normalize_prefix(prefix)

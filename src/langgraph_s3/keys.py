@@ -73,7 +73,13 @@ def normalize_prefix(prefix: str) -> str:
     prefix = prefix.lstrip("/")
     if prefix and not prefix.endswith("/"):
         prefix += "/"
-    if len(prefix.encode("utf-8")) > MAX_PREFIX_BYTES:
+    try:
+        size = len(prefix.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidConfigError(
+            f"prefix {prefix!r} is not valid text (a lone surrogate): S3 keys are UTF-8"
+        ) from exc
+    if size > MAX_PREFIX_BYTES:
         raise InvalidConfigError(f"prefix is longer than {MAX_PREFIX_BYTES} bytes")
     if any(ch in prefix for ch in "#\x00") or "//" in prefix:
         raise InvalidConfigError(f"prefix {prefix!r} must not contain '#', NUL or '//'")
