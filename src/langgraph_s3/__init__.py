@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.errors import (
+    AccessDeniedError,
     CheckpointConflictError,
     ClockSkewError,
     CorruptObjectError,
+    CredentialsError,
+    EndpointError,
     InvalidConfigError,
     MissingDependencyError,
     MissingObjectError,
@@ -15,6 +18,7 @@ from langgraph_s3.errors import (
     ObjectError,
     S3SaverError,
     SerializationError,
+    StorageAccessError,
     StorageNotFoundError,
     ThreadExistsError,
     ThreadOwnedElsewhereError,
@@ -29,11 +33,14 @@ if TYPE_CHECKING:
     from langgraph_s3.aio import AsyncS3Saver
 
 __all__ = [
+    "AccessDeniedError",
     "AsyncS3Saver",
     "CheckpointConflictError",
     "ClockSkewError",
     "CorruptObjectError",
+    "CredentialsError",
     "CrossRegion",
+    "EndpointError",
     "InvalidConfigError",
     "MissingDependencyError",
     "MissingObjectError",
@@ -42,6 +49,7 @@ __all__ = [
     "S3Saver",
     "S3SaverError",
     "SerializationError",
+    "StorageAccessError",
     "StorageNotFoundError",
     "ThreadExistsError",
     "ThreadOwnedElsewhereError",

@@ -32,6 +32,7 @@ from langgraph_s3.operations import (
     failed,
     finish,
     settle,
+    translate_transport,
 )
 from langgraph_s3.protocol import (
     Emit,
@@ -227,25 +228,28 @@ class AsyncS3Saver(SaverCore):
 
     # -------------------------------------------------------------- driving
     async def _perform(self, op: Any) -> Any:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         if isinstance(op, Sleep):
             await asyncio.sleep(op.seconds)
             return None
         if isinstance(op, WaitUpload):
             return await asyncio.wrap_future(op.pending)
-        s3, ddb = await self._clients()
         home_bucket = self.cross_region.home_bucket if self.cross_region else None
         target, method, params = call_spec(op, self.bucket, home_bucket)
-        client = {S3: s3, DYNAMODB: ddb}.get(target) or await self._home_client()
         try:
+            s3, ddb = await self._clients()
+            client = {S3: s3, DYNAMODB: ddb}.get(target) or await self._home_client()
             response = await getattr(client, method)(**params)
             if isinstance(op, S3Get):
                 async with response["Body"] as body:
                     response = await body.read()
         except ClientError as exc:
             settle(op, False)
-            return failed(op, exc, bucket=self.bucket, table=self.table)
+            return failed(op, exc, bucket=self.bucket, table=self.table, region=self._region())
+        except BotoCoreError as exc:
+            settle(op, False)
+            raise translate_transport(exc, endpoint=self.endpoint_url) from exc
         except BaseException:
             settle(op, False)
             raise

@@ -22,6 +22,33 @@ class StorageNotFoundError(S3SaverError):
     """
 
 
+class StorageAccessError(S3SaverError):
+    """S3 or DynamoDB could not be reached or refused the request.
+
+    ``__cause__`` holds botocore's error. The subclasses say what to fix.
+    """
+
+
+class CredentialsError(StorageAccessError):
+    """No AWS credentials were found, or AWS rejected them (unknown key, expired token)."""
+
+
+class AccessDeniedError(StorageAccessError):
+    """The credentials are valid but may not perform ``action`` on ``resource``."""
+
+    def __init__(self, message: str, *, action: str, resource: str) -> None:
+        super().__init__(message)
+        self.action = action
+        self.resource = resource
+
+
+class EndpointError(StorageAccessError):
+    """The endpoint did not answer (wrong ``endpoint_url``, no network, a timeout).
+
+    Retrying may help when the cause was the network.
+    """
+
+
 class ObjectError(S3SaverError):
     """A stored object could not be used. ``key`` names it."""
 

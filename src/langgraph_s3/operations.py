@@ -14,7 +14,14 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from langgraph_s3.errors import S3SaverError, StorageNotFoundError
+from langgraph_s3.errors import (
+    AccessDeniedError,
+    CredentialsError,
+    EndpointError,
+    InvalidConfigError,
+    S3SaverError,
+    StorageNotFoundError,
+)
 
 
 @dataclass(frozen=True)
@@ -200,19 +207,19 @@ def finish(op: Op, response: Any) -> Any:
     return None
 
 
-def failed(op: Op, exc: ClientError, *, bucket: str, table: str) -> Any:
+def failed(op: Op, exc: ClientError, *, bucket: str, table: str, region: str | None) -> Any:
     """The result of an operation whose request failed, or raise the error to report."""
     code = error_code(exc)
     if isinstance(op, S3Get) and is_missing_key(exc):
         return None
     if isinstance(op, Ddb) and code in op.expect:
         return DdbFailure(code, exc.response)
-    if isinstance(op, CreateBucket) and code in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+    if isinstance(op, CreateBucket) and code == "BucketAlreadyOwnedByYou":
         return None
     if isinstance(op, S3HeadBucket) and code in ("404", "NotFound"):
         code = "NoSuchBucket"  # HeadBucket has no body, so its 404 carries no S3 code
         exc.response.setdefault("Error", {})["Code"] = code
-    raise translate(exc, bucket=bucket, table=table) from exc
+    raise translate(exc, bucket=bucket, table=table, region=region) from exc
 
 
 def settle(op: Op, ok: bool) -> None:
@@ -234,17 +241,96 @@ def is_missing_key(exc: ClientError) -> bool:
     return error_code(exc) in _MISSING_KEY
 
 
-def translate(exc: ClientError, *, bucket: str, table: str) -> BaseException:
-    """Turn a missing bucket or table into an error that says what to do."""
+# Codes by which AWS says the credentials themselves are wrong, not their permissions.
+_BAD_CREDENTIALS = {
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException",
+    "UnrecognizedClientException", "InvalidClientTokenId", "MissingAuthenticationToken",
+    "InvalidSignatureException", "TokenRefreshRequired",
+}  # fmt: skip
+_S3_ACTIONS = {
+    "GetObject", "PutObject", "HeadObject", "HeadBucket", "ListObjectsV2", "DeleteObjects",
+    "DeleteObject", "CopyObject", "CreateBucket", "PutBucketLifecycleConfiguration",
+}  # fmt: skip
+_WRONG_REGION = {
+    "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"
+}  # fmt: skip
+_DENIED = {"AccessDenied", "AccessDeniedException", "Forbidden", "403", "AllAccessDisabled"}
+
+
+def translate(
+    exc: ClientError, *, bucket: str, table: str, region: str | None = None
+) -> BaseException:
+    """Our typed error for a failed request, saying what to do (botocore's as the cause)."""
     code = error_code(exc)
+    action = str(getattr(exc, "operation_name", "") or "request")
+    where = f"in region {region!r}" if region else "in the configured region"
+    resource = f"S3 bucket {bucket!r}" if action in _S3_ACTIONS else f"DynamoDB table {table!r}"
     if code in _MISSING_BUCKET:
         return StorageNotFoundError(
-            f"S3 bucket {bucket!r} does not exist: run saver.setup() (development and tests) "
-            "or deploy infra/storage.yaml and pass its BucketName output"
+            f"S3 bucket {bucket!r} does not exist {where}: check the bucket name and region; "
+            "to create it in development run saver.setup(), in production deploy "
+            "infra/storage.yaml and pass its BucketName output"
         )
     if code in _MISSING_TABLE:
         return StorageNotFoundError(
-            f"DynamoDB table {table!r} does not exist: run saver.setup() (development and "
-            "tests) or deploy infra/storage.yaml and pass its TableName output"
+            f"DynamoDB table {table!r} does not exist {where}: check region_name (the table "
+            "may live in another region; setup() would create a second, empty one here); "
+            "to create it in development run saver.setup(), in production deploy "
+            "infra/storage.yaml and pass its TableName output"
+        )
+    if code == "BucketAlreadyExists":
+        return InvalidConfigError(
+            f"S3 bucket {bucket!r} already exists and belongs to another AWS account "
+            "(bucket names are global): choose another bucket name"
+        )
+    if code == "InvalidBucketName":
+        return InvalidConfigError(
+            f"{bucket!r} is not a valid S3 bucket name: use 3-63 lowercase letters, digits, "
+            "dots and hyphens, starting and ending with a letter or digit"
+        )
+    if code in _WRONG_REGION:
+        return InvalidConfigError(
+            f"S3 bucket {bucket!r} is not {where}: pass the bucket's region as region_name"
+        )
+    if code in _BAD_CREDENTIALS:
+        return CredentialsError(
+            f"AWS rejected the credentials ({code}) for {action} on {resource}: check "
+            "AWS_PROFILE / AWS_ACCESS_KEY_ID, or refresh an expired session token"
+        )
+    if code in _DENIED:
+        return AccessDeniedError(
+            f"access denied: the credentials may not perform {action} on {resource} "
+            f"{where} ({code}); grant it (infra/storage.yaml shows the policy the saver "
+            "needs) or check that the bucket/table belong to this account",
+            action=action,
+            resource=resource,
         )
     return cast(BaseException, exc)
+
+
+def translate_transport(exc: BaseException, *, endpoint: str | None) -> BaseException:
+    """Our typed error for a botocore failure that is not an AWS answer."""
+    from botocore import exceptions as b
+
+    target = endpoint or "the AWS endpoint"
+    if isinstance(exc, b.NoCredentialsError | b.PartialCredentialsError):
+        return CredentialsError(
+            "no AWS credentials found: set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+            "AWS_SECRET_ACCESS_KEY, pass session=boto3.Session(profile_name=...), or give "
+            "the function an IAM role"
+        )
+    if isinstance(exc, b.CredentialRetrievalError | b.TokenRetrievalError):
+        return CredentialsError(f"AWS credentials could not be loaded ({exc}): refresh them")
+    if isinstance(exc, b.NoRegionError):
+        return InvalidConfigError(
+            "no AWS region: pass region_name='us-east-1' (or the region of your bucket and "
+            "table), or set AWS_REGION"
+        )
+    if isinstance(exc, b.ParamValidationError):
+        return InvalidConfigError(f"a request had an invalid parameter: {exc}")
+    if isinstance(exc, b.EndpointConnectionError | b.ConnectionError | b.HTTPClientError):
+        return EndpointError(
+            f"could not reach {target} ({exc}): check endpoint_url and the network; "
+            "retrying may help"
+        )
+    return exc

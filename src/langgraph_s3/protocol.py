@@ -528,6 +528,11 @@ class SaverCore(BaseCheckpointSaver[str]):
                 out[key] = self._check_blob(key, body)
         return out
 
+    def _region(self) -> str | None:
+        """The region requests go to, for messages: as configured, else the client's."""
+        ddb = getattr(self, "_ddb", None)
+        return self.region or getattr(getattr(ddb, "meta", None), "region_name", None)
+
     def _upload_flow(
         self, uploads: Mapping[str, bytes], extra: Sequence[Any] = ()
     ) -> Flow[list[Any]]:

@@ -33,6 +33,7 @@ from langgraph_s3.operations import (
     failed,
     finish,
     settle,
+    translate_transport,
 )
 from langgraph_s3.protocol import (
     Emit,
@@ -248,24 +249,27 @@ class S3Saver(SaverCore):
         return self._pool
 
     def _perform(self, op: Any) -> Any:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         if isinstance(op, Sleep):
             time.sleep(op.seconds)
             return None
         if isinstance(op, WaitUpload):
             return op.pending.result()
-        s3, ddb = self._clients()
         home_bucket = self.cross_region.home_bucket if self.cross_region else None
         target, method, params = call_spec(op, self.bucket, home_bucket)
-        client = {S3: s3, DYNAMODB: ddb}.get(target) or self._home_client()
         try:
+            s3, ddb = self._clients()
+            client = {S3: s3, DYNAMODB: ddb}.get(target) or self._home_client()
             response = getattr(client, method)(**params)
             if isinstance(op, S3Get):
                 response = response["Body"].read()
         except ClientError as exc:
             settle(op, False)
-            return failed(op, exc, bucket=self.bucket, table=self.table)
+            return failed(op, exc, bucket=self.bucket, table=self.table, region=self._region())
+        except BotoCoreError as exc:
+            settle(op, False)
+            raise translate_transport(exc, endpoint=self.endpoint_url) from exc
         except BaseException:
             settle(op, False)
             raise
