@@ -6,6 +6,7 @@ Needs the ``async`` extra: ``pip install 'langgraph-s3[async]'``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -31,6 +32,7 @@ from langgraph_s3.operations import (
     call_spec,
     failed,
     finish,
+    log_request,
     settle,
     translate_transport,
 )
@@ -237,6 +239,7 @@ class AsyncS3Saver(SaverCore):
             return await asyncio.wrap_future(op.pending)
         home_bucket = self.cross_region.home_bucket if self.cross_region else None
         target, method, params = call_spec(op, self.bucket, home_bucket)
+        started = time.perf_counter()
         try:
             s3, ddb = await self._clients()
             client = {S3: s3, DYNAMODB: ddb}.get(target) or await self._home_client()
@@ -246,6 +249,7 @@ class AsyncS3Saver(SaverCore):
                     response = await body.read()
         except ClientError as exc:
             settle(op, False)
+            log_request(op, method, time.perf_counter() - started, None, False)
             return failed(op, exc, bucket=self.bucket, table=self.table, region=self._region())
         except BotoCoreError as exc:
             settle(op, False)
@@ -254,6 +258,7 @@ class AsyncS3Saver(SaverCore):
             settle(op, False)
             raise
         settle(op, True)
+        log_request(op, method, time.perf_counter() - started, response, True)
         return finish(op, response)
 
     async def _bounded(self, op: Any) -> Any:

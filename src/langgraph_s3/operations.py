@@ -8,6 +8,7 @@ operations; ``S3Saver`` performs them with boto3 and a thread pool,
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -184,6 +185,26 @@ def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, d
             create["CreateBucketConfiguration"] = {"LocationConstraint": op.region}
         return S3, "create_bucket", create
     raise TypeError(f"no request for operation {op!r}")
+
+
+#: The package's logger: DEBUG logs every request, WARNING conflicts and retries.
+log = logging.getLogger("langgraph_s3")
+
+
+def log_request(op: Op, method: str, seconds: float, response: Any, ok: bool) -> None:
+    """DEBUG line for one request: its kind, bytes sent or received, time, outcome."""
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    if isinstance(op, S3Put):
+        size = len(op.body)
+    elif isinstance(op, S3Get) and isinstance(response, bytes | bytearray):
+        size = len(response)
+    else:
+        size = 0
+    key = getattr(op, "key", "") or getattr(op, "params", {}).get("TableName", "")
+    log.debug(
+        "%s %s %s %d bytes %.1f ms", method, key, "ok" if ok else "failed", size, seconds * 1e3
+    )
 
 
 def finish(op: Op, response: Any) -> Any:

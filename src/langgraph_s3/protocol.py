@@ -67,6 +67,7 @@ from langgraph_s3.operations import (
     S3Put,
     Sleep,
     WaitUpload,
+    log,
 )
 from langgraph_s3.regions import CrossRegion
 
@@ -843,6 +844,10 @@ class SaverCore(BaseCheckpointSaver[str]):
                 }
                 continue
             if any(r.get("Code") == "TransactionConflict" for r in reasons):
+                log.warning(
+                    "commit of checkpoint %s collided with a concurrent transaction; "
+                    "retrying (attempt %d)", cid, attempt + 1,
+                )  # fmt: skip
                 yield Sleep(0.05 * (2**attempt))
                 continue
             codes = [r.get("Code") for r in reasons]
@@ -2052,6 +2057,7 @@ def _commit_token(item: Mapping[str, Any], variant: str = "") -> str:
 def _clock_skew(thread_id: str, ns: str, parent: str, cid: str) -> ClockSkewError:
     behind = _id_seconds(parent, cid)
     wait = f"retry in {behind + 0.001:.3f} s" if behind is not None else "retry later"
+    log.warning("clock skew: checkpoint %s sorts before its parent %s; %s", cid, parent, wait)
     return ClockSkewError(
         f"thread {thread_id!r} (namespace {ns!r}): the new checkpoint {cid!r} does not sort "
         f"after the checkpoint it continues, {parent!r}: this machine's clock is behind "
@@ -2085,6 +2091,7 @@ def _conflict(
     thread_id: str, ns: str, expected: str | None, actual: str | None
 ) -> CheckpointConflictError:
     where = f"thread {thread_id!r}" + (f" namespace {ns!r}" if ns else "")
+    log.warning("conflict: %s moved on from %s to %s; nothing committed", where, expected, actual)
     return CheckpointConflictError(
         f"{where} moved on while this run was working: it resumed from checkpoint "
         f"{expected!r} but the latest checkpoint is now {actual!r} (another run committed "

@@ -32,6 +32,7 @@ from langgraph_s3.operations import (
     call_spec,
     failed,
     finish,
+    log_request,
     settle,
     translate_transport,
 )
@@ -258,6 +259,7 @@ class S3Saver(SaverCore):
             return op.pending.result()
         home_bucket = self.cross_region.home_bucket if self.cross_region else None
         target, method, params = call_spec(op, self.bucket, home_bucket)
+        started = time.perf_counter()
         try:
             s3, ddb = self._clients()
             client = {S3: s3, DYNAMODB: ddb}.get(target) or self._home_client()
@@ -266,6 +268,7 @@ class S3Saver(SaverCore):
                 response = response["Body"].read()
         except ClientError as exc:
             settle(op, False)
+            log_request(op, method, time.perf_counter() - started, None, False)
             return failed(op, exc, bucket=self.bucket, table=self.table, region=self._region())
         except BotoCoreError as exc:
             settle(op, False)
@@ -274,6 +277,7 @@ class S3Saver(SaverCore):
             settle(op, False)
             raise
         settle(op, True)
+        log_request(op, method, time.perf_counter() - started, response, True)
         return finish(op, response)
 
     def _perform_many(self, ops: list[Any]) -> list[Any]:
