@@ -11,7 +11,8 @@ either fails. With extra arguments it runs only the project's suite with them
 runs only LangGraph's tests.
 
 Set-up creates ``.venv`` beside this file and installs the package with its
-``async`` and ``dev`` extras; it is redone only when ``pyproject.toml`` changes.
+``async`` and ``testing`` extras and the ``dev`` dependency group of
+``pyproject.toml``; it is redone only when ``pyproject.toml`` changes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
@@ -36,20 +38,18 @@ def ensure_env() -> None:
     if not (BIN / "python").exists():
         print(f"creating {VENV} ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    print("installing langgraph-s3 with its async and dev extras ...", flush=True)
+    print("installing langgraph-s3 with its async and testing extras and dev group ...", flush=True)
+    # The group is read here rather than with `pip install --group`, which needs a
+    # newer pip than the one a fresh Python 3.11 venv brings.
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        dev = tomllib.load(f)["dependency-groups"]["dev"]
     subprocess.run(
         [
-            str(BIN / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-e",
-            f"{ROOT}[async,dev]",
+            str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+            "-e", f"{ROOT}[async,testing]", *dev,
         ],
         check=True,
-    )
+    )  # fmt: skip
     STAMP.write_text(wanted)
 
 
