@@ -5,8 +5,9 @@
     python3 run.py test     # set up .venv if needed, then run all the tests
 
 ``test`` runs the project's suite (``tests/``), then LangGraph's own checkpointer
-tests against S3Saver and AsyncS3Saver (``upstream/harness.py``), and fails if
-either fails. With extra arguments it runs only the project's suite with them
+tests against S3Saver and AsyncS3Saver (``upstream/harness.py``), then checks that
+``langgraph-s3[async]`` resolves beside the newest ``langgraph-checkpoint-aws`` and
+``langchain-aws`` (``tools/check_resolution.py``), and fails if any of them fails. With extra arguments it runs only the project's suite with them
 (``python3 run.py test -k conformance``); ``python3 run.py upstream [pytest args]``
 runs only LangGraph's tests.
 
@@ -67,9 +68,14 @@ def main(argv: list[str]) -> int:
     if argv[1:]:
         return ours
     upstream = subprocess.run([python, "upstream/harness.py"], cwd=ROOT).returncode
-    print(f"project tests: {'passed' if ours == 0 else 'FAILED'}; "
-          f"LangGraph's tests: {'passed' if upstream == 0 else 'FAILED'}")  # fmt: skip
-    return ours or upstream
+    resolution = subprocess.run([python, "tools/check_resolution.py"], cwd=ROOT).returncode
+    verdict = {0: "passed"}
+    print(
+        f"project tests: {verdict.get(ours, 'FAILED')}; "
+        f"LangGraph's tests: {verdict.get(upstream, 'FAILED')}; "
+        f"resolution beside the AWS stack: {verdict.get(resolution, 'FAILED')}"
+    )
+    return ours or upstream or resolution
 
 
 if __name__ == "__main__":

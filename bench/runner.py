@@ -417,7 +417,7 @@ def _versions() -> dict[str, str]:
         "langgraph-s3",
         "langgraph-checkpoint-aws",
         "langgraph-checkpoint-sqlite",
-        "aioboto3",
+        "aiobotocore",
     ):
         with suppress(metadata.PackageNotFoundError):
             out[dist] = metadata.version(dist)

@@ -55,19 +55,22 @@ async def slow_clients(
 ) -> AsyncIterator[tuple[Any, Any]]:
     """aiobotocore S3 and DynamoDB clients on the moto server whose every request first
     awaits ``asyncio.sleep(latency)`` (so the wait itself never blocks the loop)."""
-    import aioboto3
     from aiobotocore.config import AioConfig
+    from aiobotocore.session import get_session
 
     async def delay(**_: Any) -> None:
         await asyncio.sleep(latency)
 
-    session = aioboto3.Session()
+    session = get_session()
     kw = {
         "endpoint_url": backend.endpoint_url,
         "region_name": REGION,
         "config": AioConfig(max_pool_connections=50),
     }
-    async with session.client("s3", **kw) as s3, session.client("dynamodb", **kw) as ddb:
+    async with (
+        session.create_client("s3", **kw) as s3,
+        session.create_client("dynamodb", **kw) as ddb,
+    ):
         for client in (s3, ddb):
             client.meta.events.register("before-send.*.*", delay)
             if log is not None:
@@ -308,23 +311,24 @@ def test_sync_call_without_a_running_loop(server_backend: Backend) -> None:
 
 
 # --------------------------------------------------------------------------- (d)
-def test_missing_aioboto3_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without aioboto3, constructing AsyncS3Saver raises MissingDependencyError (an
+def test_missing_aiobotocore_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without aiobotocore, constructing AsyncS3Saver raises MissingDependencyError (an
     ImportError) that says how to install the extra."""
-    monkeypatch.setattr(langgraph_s3.aio, "aioboto3", None)
+    monkeypatch.setattr(langgraph_s3.aio, "aiobotocore_session", None)
     with pytest.raises(MissingDependencyError) as info:
         AsyncS3Saver("bucket", "table")
     assert "pip install 'langgraph-s3[async]'" in str(info.value)
     assert isinstance(info.value, ImportError)
 
 
-def test_package_imports_without_aioboto3() -> None:
-    """In a fresh interpreter where aioboto3 cannot be imported, ``import langgraph_s3``
+def test_package_imports_without_aiobotocore() -> None:
+    """In a fresh interpreter where aiobotocore cannot be imported, ``import langgraph_s3``
     and S3Saver work and AsyncS3Saver explains the missing extra; a normal import does not
-    load aioboto3 at all."""
+    load aiobotocore at all."""
     script = """
 import sys
-sys.modules["aioboto3"] = None
+sys.modules["aiobotocore"] = None
+sys.modules["aiobotocore.session"] = None
 import langgraph_s3
 from langgraph_s3 import S3Saver, MissingDependencyError
 S3Saver("bucket", "table", region_name="us-east-1")

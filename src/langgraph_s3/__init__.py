@@ -61,7 +61,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # aioboto3 is an optional extra: import it only when the async saver is asked for.
+    # aiobotocore is an optional extra: import it only when the async saver is asked for.
     if name == "AsyncS3Saver":
         from langgraph_s3.aio import AsyncS3Saver
 

@@ -1,4 +1,4 @@
-"""``AsyncS3Saver``: the natively async saver, a thin aioboto3 shell over the shared protocol.
+"""``AsyncS3Saver``: the natively async saver, a thin aiobotocore shell over the shared protocol.
 
 Needs the ``async`` extra: ``pip install 'langgraph-s3[async]'``.
 """
@@ -47,26 +47,33 @@ from langgraph_s3.protocol import (
 from langgraph_s3.saver import merge_config, parse_conn_string
 
 try:
-    import aioboto3
+    import aiobotocore.session as aiobotocore_session
     from aiobotocore.config import AioConfig
 except ImportError:  # pragma: no cover - exercised by a test that hides the module
-    aioboto3 = None
+    aiobotocore_session = None
 
 
 _SESSION: Any = None
 
 
 def _default_session() -> Any:
-    """One aioboto3 session per process: creating one costs ~0.2 s (it loads botocore's
-    data), which every new saver would otherwise pay on its first call."""
+    """One aiobotocore session per process: creating one costs ~0.2 s (it loads
+    botocore's data), which every new saver would otherwise pay on its first call."""
     global _SESSION
     if _SESSION is None:
-        _SESSION = aioboto3.Session()
+        _SESSION = aiobotocore_session.get_session()
     return _SESSION
 
 
+def _client(session: Any, service: str, **kwargs: Any) -> Any:
+    """A client context of ``session``: an aiobotocore session (``create_client``) or
+    an aioboto3 one (``client``), so users' existing aioboto3 sessions keep working."""
+    create = getattr(session, "create_client", None) or session.client
+    return create(service, **kwargs)
+
+
 class AsyncS3Saver(SaverCore):
-    """The async twin of :class:`~langgraph_s3.S3Saver`, built on aioboto3.
+    """The async twin of :class:`~langgraph_s3.S3Saver`, built on aiobotocore.
 
     Independent requests (every blob of a checkpoint, every checkpoint of a
     ``list`` page) go out at once, bounded by ``max_concurrency``. It reads and
@@ -81,13 +88,15 @@ class AsyncS3Saver(SaverCore):
         bucket: S3 bucket holding checkpoint objects and value blobs.
         table: DynamoDB table holding the index.
         prefix: Key prefix inside the bucket and the table's partition keys.
-        s3_client: An entered aiobotocore S3 client, used as it is.
+        s3_client: An entered aiobotocore S3 client (also one made with aioboto3), used
+            as it is.
         dynamodb_client: An entered aiobotocore DynamoDB client, used as it is.
         region_name: Region for clients the saver creates itself.
         endpoint_url: Endpoint for clients the saver creates itself.
         serde: Serializer for values and metadata; pickle fallback is refused.
         compression_level: zstd level for objects.
-        session: An ``aioboto3.Session`` to create clients from.
+        session: An aiobotocore session (``aiobotocore.session.get_session()``) or an
+            ``aioboto3.Session`` to create clients from.
         boto_config: A ``botocore.config.Config`` (or ``AioConfig``) merged over the
             saver's own for the clients it creates (timeouts, retries).
         home_s3_client: An entered aiobotocore S3 client for the home region's bucket
@@ -112,9 +121,9 @@ class AsyncS3Saver(SaverCore):
         boto_config: Any = None,
         **options: Unpack[SaverOptions],
     ) -> None:
-        if aioboto3 is None:
+        if aiobotocore_session is None:
             raise MissingDependencyError(
-                "AsyncS3Saver needs aioboto3, which is not installed: "
+                "AsyncS3Saver needs aiobotocore, which is not installed: "
                 "pip install 'langgraph-s3[async]'"
             )
         check_options(AsyncS3Saver, options)
@@ -191,12 +200,12 @@ class AsyncS3Saver(SaverCore):
                 self._stack = stack
                 if self._s3 is None:
                     self._s3 = await stack.enter_async_context(
-                        session.client("s3", config=config, **kw)
+                        _client(session, "s3", config=config, **kw)
                     )
                     self._created.append(self._s3)
                 if self._ddb is None:
                     self._ddb = await stack.enter_async_context(
-                        session.client("dynamodb", config=config, **kw)
+                        _client(session, "dynamodb", config=config, **kw)
                     )
                     self._created.append(self._ddb)
         return self._s3, self._ddb
@@ -218,7 +227,8 @@ class AsyncS3Saver(SaverCore):
             assert self._stack is not None
             session = self._session or _default_session()
             self._home_s3 = await self._stack.enter_async_context(
-                session.client(
+                _client(
+                    session,
                     "s3",
                     config=self._client_config(),
                     region_name=self.cross_region.home_region,

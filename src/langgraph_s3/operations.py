@@ -2,7 +2,7 @@
 
 The pure core (``protocol.py``) decides what to read and write by yielding these
 operations; ``S3Saver`` performs them with boto3 and a thread pool,
-``AsyncS3Saver`` with aioboto3 and ``asyncio.gather``. Yielding a list means
+``AsyncS3Saver`` with aiobotocore and ``asyncio.gather``. Yielding a list means
 "perform these concurrently"; the result is the list of their results.
 """
 

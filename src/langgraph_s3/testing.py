@@ -87,17 +87,19 @@ async def local_async_saver(**options: Any) -> AsyncIterator[AsyncS3Saver]:
     Args:
         **options: Further ``AsyncS3Saver`` arguments.
     """
-    import aioboto3
+    from aiobotocore.session import get_session
 
     from langgraph_s3.aio import AsyncS3Saver
 
     serialize_moto()
     bucket, table = _names()
     with local_endpoint() as url:
-        session = aioboto3.Session(region_name=REGION, **_FAKE)
+        session = get_session()
+        session.set_credentials(_FAKE["aws_access_key_id"], _FAKE["aws_secret_access_key"])
         async with AsyncS3Saver(
-            bucket=bucket, table=table, endpoint_url=url, session=session, **options
-        ) as saver:
+            bucket=bucket, table=table, region_name=REGION, endpoint_url=url, session=session,
+            **options,
+        ) as saver:  # fmt: skip
             await saver.setup()
             yield saver
 
