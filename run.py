@@ -7,7 +7,8 @@
 ``test`` runs the project's suite (``tests/``), then LangGraph's own checkpointer
 tests against S3Saver and AsyncS3Saver (``upstream/harness.py``), then checks that
 ``langgraph-s3[async]`` resolves beside the newest ``langgraph-checkpoint-aws`` and
-``langchain-aws`` (``tools/check_resolution.py``), and fails if any of them fails. With extra arguments it runs only the project's suite with them
+``langchain-aws`` (``tools/check_resolution.py``), and fails if any of them fails.
+With extra arguments it runs only the project's suite with them
 (``python3 run.py test -k conformance``); ``python3 run.py upstream [pytest args]``
 runs only LangGraph's tests.
 
