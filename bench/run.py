@@ -49,7 +49,7 @@ MAIN_VENV = HERE / ".venv"
 AWS_VENV = HERE / ".venv-aws"
 
 # Ranges that pip resolves without backtracking: the project's `async` extra pins
-# boto3 to aioboto3's window, and everything else is capped to one minor series.
+# boto3 to aiobotocore's window, and everything else is capped to one minor series.
 MAIN_REQUIREMENTS = [
     "-e",
     f"{ROOT}[async]",
