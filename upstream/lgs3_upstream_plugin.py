@@ -20,15 +20,9 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import pytest
+from fake_aws_env import use_fake_aws
 
-os.environ.update(
-    AWS_ACCESS_KEY_ID="testing",
-    AWS_SECRET_ACCESS_KEY="testing",
-    AWS_SESSION_TOKEN="testing",
-    AWS_DEFAULT_REGION="us-east-1",
-)
-for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB"):
-    os.environ.pop(_var, None)
+use_fake_aws()
 
 from upstream_exclusions import EXCLUDED  # noqa: E402
 

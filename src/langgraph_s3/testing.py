@@ -54,30 +54,29 @@ def local_saver(*, server: bool = False, **options: Any) -> Iterator[S3Saver]:
             production) instead of inside the process (faster).
         **options: Further ``S3Saver`` arguments (``prefix``, ``serde``, options).
     """
-    import boto3
-
-    serialize_moto()
-    bucket, table = _names()
-    if server:
-        with local_endpoint() as url:
-            kw = {"region_name": REGION, "endpoint_url": url, **_FAKE}
-            with S3Saver(
-                bucket=bucket, table=table, s3_client=boto3.client("s3", **kw),
-                dynamodb_client=boto3.client("dynamodb", **kw), **options,
-            ) as saver:  # fmt: skip
-                saver.setup()
-                yield saver
-        return
     from moto import mock_aws
 
-    with mock_aws():
-        kw = {"region_name": REGION, **_FAKE}
-        with S3Saver(
-            bucket=bucket, table=table, s3_client=boto3.client("s3", **kw),
-            dynamodb_client=boto3.client("dynamodb", **kw), **options,
-        ) as saver:  # fmt: skip
-            saver.setup()
+    serialize_moto()
+    if server:
+        with local_endpoint() as url, _ready_saver({"endpoint_url": url}, options) as saver:
             yield saver
+    else:
+        with mock_aws(), _ready_saver({}, options) as saver:
+            yield saver
+
+
+@contextmanager
+def _ready_saver(where: dict[str, Any], options: dict[str, Any]) -> Iterator[S3Saver]:
+    import boto3
+
+    bucket, table = _names()
+    kw = {"region_name": REGION, **where, **_FAKE}
+    with S3Saver(
+        bucket=bucket, table=table, s3_client=boto3.client("s3", **kw),
+        dynamodb_client=boto3.client("dynamodb", **kw), **options,
+    ) as saver:  # fmt: skip
+        saver.setup()
+        yield saver
 
 
 @asynccontextmanager
