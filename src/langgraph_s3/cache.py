@@ -89,10 +89,3 @@ class LRU(Generic[K, V]):
             for key in [k for k in self._data if predicate(k)]:
                 self._bytes -= self._data.pop(key)[1]
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._data)
-
-    @property
-    def bytes(self) -> int:
-        return self._bytes

@@ -25,7 +25,7 @@ being rewritten with the whole last chunk on every append.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: Serialized values larger than this are chunked; smaller ones are one blob.
@@ -66,19 +66,8 @@ def split_head(type_: str, data: bytes) -> tuple[bytes, bytes]:
     return data[:n], data[n:]
 
 
-def chunks(data: bytes) -> Iterator[bytes]:
-    """Content-defined chunks of ``data`` (one chunk when it is small)."""
-    if len(data) <= CHUNK_THRESHOLD:
-        yield data
-        return
-    # Imported here: only processes that store large values pay for it.
-    from pyfastcdc import FastCDC
-
-    for chunk in FastCDC(AVG_CHUNK).cut_buf(data):
-        yield bytes(chunk.data)
-
-
 def _cdc(data: bytes) -> list[bytes]:
+    # Imported here: only processes that store large values pay for it.
     from pyfastcdc import FastCDC
 
     return [bytes(c.data) for c in FastCDC(AVG_CHUNK).cut_buf(data)]
