@@ -269,3 +269,22 @@ def test_two_regions_cannot_fork_a_thread(regions: Any) -> None:
     assert err.value.owner == REPLICA
     out = graph(saver_in(replica, home)).invoke({"notes": "replica now"}, CFG)
     assert out["notes"].startswith("replica now")
+
+
+async def test_claim_thread_through_the_async_api(regions: Any) -> None:
+    """``aclaim_thread`` (S3Saver's, on a worker thread) hands a thread over exactly as
+    ``claim_thread`` does; both savers offer both names."""
+    home, replica, rep = regions
+    paused_thread(home)
+    rep.index()
+    for key in rep.missing_objects():
+        rep.copy(key)
+    assert await saver_in(replica, home).aclaim_thread("order-99") == HOME
+    rep.index(back=True)
+    with pytest.raises(ThreadOwnedElsewhereError) as err:
+        graph(saver_in(home, home)).invoke({"notes": "home again"}, CFG)
+    assert err.value.owner == REPLICA
+    from langgraph_s3 import AsyncS3Saver
+
+    for name in ("claim_thread", "aclaim_thread"):
+        assert callable(getattr(S3Saver, name)) and callable(getattr(AsyncS3Saver, name))

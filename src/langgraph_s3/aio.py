@@ -410,6 +410,10 @@ class AsyncS3Saver(SaverCore):
             )
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
+    def claim_thread(self, thread_id: str) -> str:
+        """Sync ``aclaim_thread`` for other threads (runs on the saver's loop)."""
+        return self._sync(self.aclaim_thread(thread_id))  # type: ignore[no-any-return]
+
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Sync ``aget_tuple`` for other threads (runs on the saver's loop)."""
         return self._sync(self.aget_tuple(config))  # type: ignore[no-any-return]

@@ -461,6 +461,10 @@ class S3Saver(SaverCore):
         """``put`` on a worker thread."""
         return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
+    async def aclaim_thread(self, thread_id: str) -> str:
+        """``claim_thread`` on a worker thread."""
+        return await asyncio.to_thread(self.claim_thread, thread_id)
+
     async def aput_writes(
         self,
         config: RunnableConfig,
