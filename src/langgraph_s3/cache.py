@@ -88,4 +88,3 @@ class LRU(Generic[K, V]):
         with self._lock:
             for key in [k for k in self._data if predicate(k)]:
                 self._bytes -= self._data.pop(key)[1]
-
