@@ -54,7 +54,11 @@ def _cause_is_botocore(exc: BaseException) -> None:
 
 
 def test_no_credentials(no_aws_env: None) -> None:
-    saver = S3Saver(bucket="b", table="t", region_name=REGION, endpoint_url=CLOSED_PORT)
+    # A fresh session: boto3's default one may hold credentials found by earlier tests.
+    saver = S3Saver(
+        bucket="b", table="t", region_name=REGION, endpoint_url=CLOSED_PORT,
+        session=boto3.Session(),
+    )  # fmt: skip
     with pytest.raises(CredentialsError, match="no AWS credentials") as info:
         saver.get_tuple(CONFIG)
     _cause_is_botocore(info.value)
@@ -63,7 +67,7 @@ def test_no_credentials(no_aws_env: None) -> None:
 def test_no_region(no_aws_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
-    saver = S3Saver(bucket="b", table="t")
+    saver = S3Saver(bucket="b", table="t", session=boto3.Session())
     with pytest.raises(InvalidConfigError, match="region_name") as info:
         saver.get_tuple(CONFIG)
     _cause_is_botocore(info.value)
