@@ -15,6 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+
+from tests.conftest import Backend
+from tests.faults.env import async_saver, sync_clients
+from tests.faults.inject import KINDS, Injector, client_config
 from tests.faults.sweep import PROFILES, run
 
 
@@ -69,3 +75,40 @@ def test_quick_fault_profile(moto_server: str, record_property: Callable[[str, A
     k = figures["kill9"]
     assert k["runs"] == k["killed"] == k["identical"] == PROFILES["quick"].kills, k
     assert not k["bad"], k
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("retries", [False, True], ids=["retries-off", "retries-on"])
+def test_injected_faults_mean_what_they_say(backend: Backend, kind: str, retries: bool) -> None:
+    """The suite's own control: a refused PutObject never reaches storage, a lost one
+    is stored although the caller is told it failed; with retries on, botocore sends
+    it again and the caller sees success."""
+    injector = Injector(target=1, kind=kind, retries=retries)
+    s3, _ = sync_clients(backend, client_config(retries), injector)
+    key = f"probe-{kind}-{retries}"
+    try:
+        s3.put_object(Bucket=backend.bucket, Key=key, Body=b"x")
+        raised = None
+    except Exception as exc:
+        raised = exc
+    assert injector.fired == "s3.PutObject"
+    stored = key in backend.object_keys()
+    if retries:
+        assert raised is None and stored
+    elif kind == "refused":
+        assert isinstance(raised, EndpointConnectionError) and not stored
+    else:
+        assert isinstance(raised, ReadTimeoutError) and stored
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_injected_faults_mean_what_they_say_async(server_backend: Backend, kind: str) -> None:
+    """The same control on aiobotocore clients (retries off)."""
+    injector = Injector(target=1, kind=kind, retries=False)
+    key = f"probe-async-{kind}"
+    async with async_saver(server_backend, client_config(False), injector) as saver:
+        s3, _ = await saver._clients()
+        with pytest.raises(EndpointConnectionError if kind == "refused" else ReadTimeoutError):
+            await s3.put_object(Bucket=server_backend.bucket, Key=key, Body=b"x")
+    assert injector.fired == "s3.PutObject"
+    assert (key in server_backend.object_keys()) == (kind == "lost")
