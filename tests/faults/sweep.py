@@ -31,11 +31,21 @@ class Profile:
     throttle_threads: int
     racers: int
     kills: int
+    damages: tuple[str, ...] = extras.DAMAGES
     seed: int = 12
 
 
 PROFILES = {
-    "quick": Profile("quick", 6, 4, every_combo_at=1, throttle_threads=4, racers=3, kills=2),
+    "quick": Profile(
+        "quick",
+        6,
+        4,
+        every_combo_at=1,
+        throttle_threads=4,
+        racers=3,
+        kills=2,
+        damages=("checkpoint-object", "blob", "index-body", "pending-write", "head"),
+    ),
     "full": Profile("full", None, None, every_combo_at=0, throttle_threads=20, racers=8, kills=12),
 }
 
@@ -97,6 +107,7 @@ def run(
     effects = Effects()
     outcomes: list[Outcome] = []
     planned = 0
+    phases: dict[str, float] = {}
 
     # With a time bound, the S3Saver sweep gets half of it and AsyncS3Saver the rest.
     half = None if deadline is None else started + (deadline - started) / 2
@@ -116,10 +127,13 @@ def run(
                 outcomes.append(run_sync(backend, case, reference, effects))
                 if n % 50 == 0:
                     log(f"S3Saver {n}/{len(cases)}")
+            phases["S3Saver sweep"] = time.time()
             figures["damage"] = [
-                extras.damage(backend, kind, reference, effects) for kind in extras.DAMAGES
+                extras.damage(backend, kind, reference, effects) for kind in profile.damages
             ]
+            phases["damage"] = time.time()
             figures["race_sync"] = extras.race_sync(backend, profile.racers, reference, effects)
+            phases["S3Saver race"] = time.time()
         with env.server(server_url) as backend:
             acalls, _, areference = count_calls(backend, "async", effects)
             figures["calls_per_run"]["AsyncS3Saver"] = acalls
@@ -139,9 +153,11 @@ def run(
                 )
 
             asyncio.run(sweep_async())
+            phases["AsyncS3Saver sweep and race"] = time.time()
             figures["throttle"] = extras.throttled_threads(
                 backend, profile.throttle_threads, profile.seed, reference, effects
             )
+            phases["throttling"] = time.time()
             rng = random.Random(profile.seed)
             kills = []
             with tempfile.TemporaryDirectory() as tmp:
@@ -163,7 +179,13 @@ def run(
                     for k in kills if not k["verdict"].ok
                 ],
             }  # fmt: skip
+    phases["kill -9"] = time.time()
     figures["sweep"] = summarize(outcomes)
+    marks = [started, *phases.values()]
+    figures["phase_seconds"] = {
+        name: round(end - begin, 1)
+        for name, begin, end in zip(phases, marks, marks[1:], strict=False)
+    }
     figures["sweep"]["planned"] = planned
     figures["seconds"] = round(time.time() - started, 1)
     return figures
