@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,30 @@ from tests.faults.checks import Acks, history, judge
 from tests.faults.env import async_saver, sync_saver
 from tests.faults.graph import INPUT, RESUME, Effects, adrive, build, cfg, drive
 from tests.faults.inject import Throttler, client_config
-from tests.test_concurrency import run_together
+
+
+def run_together(jobs: list[Any], timeout: float = 900.0) -> list[tuple[str, Any]]:
+    """Run ``jobs`` in threads at once: ("ok", result) or ("error", exception) each.
+
+    Like tests/test_concurrency.run_together, with a bound for 20 slow runs on a
+    loaded 2-core machine (60 s was not enough for the full profile's throttling).
+    """
+    out: list[tuple[str, Any]] = [("error", TimeoutError("did not finish"))] * len(jobs)
+
+    def runner(i: int) -> None:
+        try:
+            out[i] = ("ok", jobs[i]())
+        except BaseException as exc:
+            out[i] = ("error", exc)
+
+    threads = [threading.Thread(target=runner, args=(i,), daemon=True) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return out
+
 
 LAYOUT = Layout("")
 BARRIER_TIMEOUT = 60.0
