@@ -31,7 +31,7 @@ def render(figures: dict[str, Any], limited: bool) -> str:
         capture_output=True,
         text=True,
         check=False,
-        cwd=DOC.parent,
+        cwd=DOC.parents[1],
     ).stdout.strip()
     damaged = ", ".join(f"{d['kind']} → {d['resume']}" for d in figures["damage"])
     damage_problems = sum(len(d["problems"]) for d in figures["damage"])
