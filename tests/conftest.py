@@ -178,13 +178,25 @@ def add_latency(client: Any, seconds: float) -> Callable[..., None]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Print how much the differential test covered (tests/test_differential.py)."""
+    """Print how much the differential test covered (tests/test_differential.py) and
+    the fault suite's figures (tests/test_faults.py)."""
     seeds = ops = 0
+    faults: Counter[str] = Counter()
     for rep in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", []):
         for name, value in getattr(rep, "user_properties", ()):
             if name == "differential":
                 seeds, ops = seeds + value[0], ops + value[1]
+            elif name == "faults":
+                faults.update(value)
     if seeds:
         terminalreporter.write_line(
             f"differential test vs InMemorySaver: {seeds} seeds, {ops} operations compared"
+        )
+    if faults:
+        terminalreporter.write_line(
+            f"fault injection (quick profile): {faults['injected']} faults injected, "
+            f"{faults['resumed']} resumed, {faults['absorbed']} absorbed by retries, "
+            f"{faults['identical']} identical final states, torn {faults['torn']}, "
+            f"forks {faults['forks']}, lost writes {faults['lost_writes']}, double side "
+            f"effects under sync {faults['double_side_effects_sync']}"
         )

@@ -552,6 +552,26 @@ def test_corrupted_pending_write_record(backend: Backend) -> None:
     assert sk in info.value.key and sk in str(info.value)
 
 
+def test_damaged_head_item_is_a_corrupt_object_error(backend: Backend) -> None:
+    """A head item whose ``cid`` is not a string refuses a guarded continuation with
+    CorruptObjectError naming the item (found by tests/faults: it was a KeyError)."""
+    put(backend.saver(), "head", {"a": 1})
+    run = backend.saver().get_tuple(cfg("head"))  # a read of the latest: guarded puts
+    assert run is not None
+    head_key = {"pk": {"S": LAYOUT.pk("head")}, "sk": {"S": LAYOUT.head_sk("")}}
+    backend.dynamodb().update_item(
+        TableName=backend.table,
+        Key=head_key,
+        UpdateExpression="SET cid = :n",
+        ExpressionAttributeValues={":n": {"N": "7"}},
+    )
+    with pytest.raises(CorruptObjectError) as info:
+        backend.saver().put(run.config, make_checkpoint({"a": 2}), {"step": 1}, {"a": "2"})
+    assert info.value.key == f"{LAYOUT.pk('head')}|h#~|cid"
+    assert "h#~" in str(info.value)
+    assert len(list(backend.saver().list(cfg("head")))) == 1
+
+
 @pytest.mark.parametrize("value", ["approve", "x" * 3000], ids=["raw", "compressed"])
 def test_flipped_byte_in_a_pending_write_value(backend: Backend, value: str) -> None:
     """One byte flipped anywhere in a stored write record (tag, checksum or value) is

@@ -831,7 +831,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             if "owner" in failed:
                 raise self._not_owner(thread_id, failed["owner"])
             if "head" in failed:
-                actual = _str(failed["head"].get("Item", {}), "cid")
+                actual = self._head_cid(failed["head"].get("Item", {}), item["pk"]["S"], ns)
                 if actual == cid:
                     return  # the same checkpoint was committed before: a retried put
                 if guarded:
@@ -855,6 +855,21 @@ class SaverCore(BaseCheckpointSaver[str]):
         raise S3SaverError(
             f"committing checkpoint {cid!r} kept colliding with concurrent transactions"
         )
+
+    def _head_cid(self, head: Mapping[str, Any], pk: str, ns: str) -> str | None:
+        """The checkpoint id a head item names; a damaged one is a CorruptObjectError
+        naming the item (it used to escape as a KeyError)."""
+        attr = head.get("cid")
+        if attr is None:
+            return None
+        if not isinstance(attr, Mapping) or not isinstance(attr.get("S"), str):
+            key = f"{pk}|{self.layout.head_sk(ns)}|cid"
+            raise CorruptObjectError(
+                f"head item {key!r} does not hold a checkpoint id ({attr!r}); set it to the "
+                "namespace's latest checkpoint id to repair it",
+                key=key,
+            )
+        return cast(str, attr["S"])
 
     def _confirm_committed(self, item: Mapping[str, Any]) -> Flow[None]:
         found = yield Ddb(

@@ -1,0 +1,100 @@
+"""``python -m tests.faults --profile full [--write-docs] [--max-minutes M]``
+
+Runs the fault sweep, prints its figures as JSON, and with ``--write-docs`` replaces
+the figures table of docs/reliability.md (between its markers) with this run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.faults.sweep import PROFILES, run
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
+BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
+
+
+def render(figures: dict[str, Any], limited: bool) -> str:
+    """The figures as a Markdown table (what --write-docs puts between the markers)."""
+    s = figures["sweep"]
+    calls = figures["calls_per_run"]
+    t, k = figures["throttle"], figures["kill9"]
+    rs, ra = figures["race_sync"], figures["race_async"]
+    commit = subprocess.run(
+        ["git", "log", "-1", "--format=%h", "--", "src"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=DOC.parents[1],
+    ).stdout.strip()
+    damaged = ", ".join(f"{d['kind']} → {d['resume']}" for d in figures["damage"])
+    damage_problems = sum(len(d["problems"]) for d in figures["damage"])
+    rows = [
+        ("profile", f"`{figures['profile']}`, {figures['seconds']} s, library commit {commit}"),
+        ("AWS calls in one clean run", f"S3Saver {calls['S3Saver']}, "
+                                       f"AsyncS3Saver {calls['AsyncS3Saver']}"),
+        ("cases run / planned", f"{s['cases']} / {s['planned']}"
+                                + (" (stopped at the time bound)" if limited else "")),
+        ("faults injected", s["faults_injected"]),
+        ("… run raised, thread resumed", s["resumed"]),
+        ("… absorbed by botocore's retries", s["absorbed_by_retries"]),
+        ("identical final state", f"{s['identical_final_state']} / {s['faults_injected']}"),
+        ("torn checkpoints", s["torn"]),
+        ("forks", s["forks"]),
+        ("lost pending writes", s["lost_writes"]),
+        ("double side effects under `durability=\"sync\"`", s["double_side_effects_sync"]),
+        ("side-effect node re-runs (same key, deduplicated)", s["side_effect_reruns"]),
+        ("writes of checkpoints whose commit failed (harmless)", s["orphan_writes"]),
+        ("failed cases", len(s["failed"])),
+        ("throttling: threads, attempts throttled",
+         f"{t['threads']} threads, {t['throttled']} of {t['attempts']} attempts; "
+         f"{t['identical']} identical final states"),
+        ("racing resumes (S3Saver / AsyncS3Saver)",
+         f"{rs['racers']} / {ra['racers']} racers: commits {rs['commits']} / {ra['commits']}, "
+         f"side effects {rs['side_effects']} / {ra['side_effects']}, "
+         f"forks {rs['forks']} / {ra['forks']}"),
+        ("damaged storage: resume gives", f"{damaged}; wrong values or untyped errors: "
+                                          f"{damage_problems}"),
+        ("`kill -9` at a seeded call, then resume",
+         f"{k['runs']} runs, {k['killed']} killed, {k['identical']} identical, "
+         f"{len(k['bad'])} bad"),
+    ]  # fmt: skip
+    lines = ["| figure | value |", "|---|---|"]
+    lines += [f"| {name} | {value} |" for name, value in rows]
+    return "\n".join(lines)
+
+
+def write_docs(table: str) -> None:
+    text = DOC.read_text()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOC.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.faults")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="stop starting sweep cases after this long")  # fmt: skip
+    args = parser.parse_args(argv)
+    deadline = time.time() + args.max_minutes * 60 if args.max_minutes else None
+    figures = run(PROFILES[args.profile], deadline=deadline,
+                  log=lambda m: print(m, file=sys.stderr, flush=True))  # fmt: skip
+    print(json.dumps(figures, indent=1, default=str))
+    limited = figures["sweep"]["cases"] < figures["sweep"]["planned"]
+    if args.write_docs:
+        write_docs(render(figures, limited))
+    s = figures["sweep"]
+    broken = s["failed"] or figures["kill9"]["bad"] or figures["throttle"]["bad"]
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
