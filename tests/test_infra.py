@@ -60,6 +60,7 @@ NOT_EXERCISED = {
     "close": "makes no AWS request",
     "from_conn_string": "constructs a saver; makes no AWS request",
     "claim_thread": "cross-region hand-over; this stack is single-region",
+    "aclaim_thread": "cross-region hand-over; this stack is single-region",
 }
 
 
