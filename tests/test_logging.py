@@ -53,3 +53,19 @@ def test_a_conflict_is_a_warning(inproc_backend: Backend, caplog: pytest.LogCapt
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings and "conflict" in warnings[0].getMessage()
     assert "logged" in warnings[0].getMessage()
+
+
+def test_silent_until_the_application_configures_logging() -> None:
+    """With no logging configured, a conflict prints nothing (no last-resort output)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, sys\n"
+        "from langgraph_s3.operations import log\n"
+        "log.warning('conflict: test')\n"
+        "print('handlers', [type(h).__name__ for h in log.handlers])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert "NullHandler" in done.stdout

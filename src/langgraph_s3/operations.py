@@ -189,6 +189,9 @@ def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, d
 
 #: The package's logger: DEBUG logs every request, WARNING conflicts and retries.
 log = logging.getLogger("langgraph_s3")
+# A library stays quiet until the application configures logging: without a handler,
+# Python's last-resort handler would print every WARNING to stderr.
+log.addHandler(logging.NullHandler())
 
 
 def log_request(op: Op, method: str, seconds: float, response: Any, ok: bool) -> None:
