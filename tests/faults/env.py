@@ -3,27 +3,20 @@ clients built from one shared botocore session (cheap to create per case)."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any
 
-os.environ.update(
-    AWS_ACCESS_KEY_ID="testing",
-    AWS_SECRET_ACCESS_KEY="testing",
-    AWS_SESSION_TOKEN="testing",
-    AWS_DEFAULT_REGION="us-east-1",
-)
-for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB"):
-    os.environ.pop(_var, None)
+# tests.conftest sets moto's fake credentials and region (and drops profile and
+# endpoint overrides) when imported, before any client is made.
+from tests.conftest import REGION, Backend  # isort: skip
 
-from botocore.config import Config  # noqa: E402
+from botocore.config import Config
 
-from langgraph_s3 import AsyncS3Saver, S3Saver  # noqa: E402
-from langgraph_s3.local import local_endpoint, serialize_moto  # noqa: E402
-from tests.conftest import REGION, Backend  # noqa: E402
-from tests.faults.checks import Acks  # noqa: E402
+from langgraph_s3 import AsyncS3Saver, S3Saver
+from langgraph_s3.local import local_endpoint, serialize_moto
+from tests.faults.checks import Acks
 
 serialize_moto()
 _lock = threading.Lock()
