@@ -3,7 +3,7 @@
 Records (pending writes in DynamoDB) carry a BLAKE2b checksum, so any changed bit and any
 truncation must be a ``CorruptObjectError``. Blobs carry no checksum of their own: a
 reader unframes them and compares the SHA-256 of the payload with the key
-(``SaverCore._check_blob``), and that combination must never hand back wrong bytes.
+(``core.objects.check_blob``), and that combination must never hand back wrong bytes.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from langgraph_s3 import codec
 from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
 from langgraph_s3.keys import Layout
-from langgraph_s3.protocol import SaverCore
+from langgraph_s3.core import SaverCore
+from langgraph_s3.core.objects import check_blob
 
 SETTINGS = settings(max_examples=100, deadline=None, derandomize=True, database=None)
 
@@ -188,7 +189,7 @@ def test_any_truncation_of_a_record_is_corrupt(record: Any, level: int) -> None:
 
 def read_blob(core: SaverCore, key: str, body: bytes) -> bytes:
     """What a reader does with a blob body it fetched: unframe, compare with the key."""
-    return core._check_blob(key, body)
+    return check_blob(core, key, body)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 
 from langgraph_s3 import S3Saver
 from langgraph_s3.keys import encode_segment
-from langgraph_s3.protocol import DEFAULT_INLINE_THRESHOLD
+from langgraph_s3.core import DEFAULT_INLINE_THRESHOLD, objects
 from tests.conftest import Backend, RequestLog
 from tests.test_graphs import checkpoint_items
 
@@ -393,7 +393,10 @@ def test_edited_value_does_not_trust_a_stale_chunk_hint(backend: Backend) -> Non
 
 @pytest.mark.parametrize("cache_bytes", [None, 50_000], ids=["cache", "tiny-cache"])
 def test_blobs_of_a_checkpoint_in_s3_are_fetched_with_it(
-    backend: Backend, request_log: RequestLog, cache_bytes: int | None
+    backend: Backend,
+    request_log: RequestLog,
+    cache_bytes: int | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """When the checkpoint body is an S3 object, its index item names the value blobs, so a
     cold get_tuple sends the object and every blob GET in one concurrent batch instead of
@@ -408,13 +411,13 @@ def test_blobs_of_a_checkpoint_in_s3_are_fetched_with_it(
     kw = {} if cache_bytes is None else {"cache_bytes": cache_bytes}
     reader = instrumented(backend, request_log, PutKeys(), **kw)
     batches: list[list[str]] = []
-    get_objects = reader._get_objects
+    get_objects = objects.get_objects
 
-    def recording(keys: Any) -> Any:
+    def recording(core: Any, keys: Any) -> Any:
         batches.append(list(keys))
-        return get_objects(keys)
+        return get_objects(core, keys)
 
-    reader._get_objects = recording  # type: ignore[method-assign]
+    monkeypatch.setattr(objects, "get_objects", recording)
     tup = reader.get_tuple(cfg("wide"))
     assert tup is not None
     assert tup.checkpoint["channel_values"] == values

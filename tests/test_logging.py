@@ -62,7 +62,7 @@ def test_silent_until_the_application_configures_logging() -> None:
 
     script = (
         "import logging, sys\n"
-        "from langgraph_s3.operations import log\n"
+        "from langgraph_s3.logs import log\n"
         "log.warning('conflict: test')\n"
         "print('handlers', [type(h).__name__ for h in log.handlers])\n"
     )

@@ -22,13 +22,19 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from typing_extensions import Unpack
 
+from langgraph_s3.core import Emit, SaverCore, SaverOptions, check_options
+from langgraph_s3.core.commit import claim_thread, put
+from langgraph_s3.core.history import delta_history, list_checkpoints
+from langgraph_s3.core.read import get_tuple
+from langgraph_s3.core.setup import setup
+from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
+from langgraph_s3.core.writes import put_writes
 from langgraph_s3.errors import MissingDependencyError
-from langgraph_s3.operations import (
+from langgraph_s3.operations import Flow, S3Get, Sleep, T, WaitUpload
+from langgraph_s3.saver import merge_config, parse_conn_string
+from langgraph_s3.transport import (
     DYNAMODB,
     S3,
-    S3Get,
-    Sleep,
-    WaitUpload,
     call_spec,
     failed,
     finish,
@@ -36,15 +42,6 @@ from langgraph_s3.operations import (
     settle,
     translate_transport,
 )
-from langgraph_s3.protocol import (
-    Emit,
-    Flow,
-    SaverCore,
-    SaverOptions,
-    T,
-    check_options,
-)
-from langgraph_s3.saver import merge_config, parse_conn_string
 
 try:
     import aiobotocore.session as aiobotocore_session
@@ -133,10 +130,9 @@ class AsyncS3Saver(SaverCore):
             prefix=prefix,
             serde=serde,
             compression_level=compression_level,
-            region=region_name,
+            region_name=region_name,
             **options,
         )
-        self.region_name = region_name
         self.endpoint_url = endpoint_url
         self._session = session
         self._boto_config = boto_config
@@ -260,7 +256,9 @@ class AsyncS3Saver(SaverCore):
         except ClientError as exc:
             settle(op, False)
             log_request(op, method, time.perf_counter() - started, None, False)
-            return failed(op, exc, bucket=self.bucket, table=self.table, region=self._region())
+            return failed(
+                op, exc, bucket=self.bucket, table=self.table, region=self.request_region()
+            )
         except BotoCoreError as exc:
             settle(op, False)
             raise translate_transport(exc, endpoint=self.endpoint_url) from exc
@@ -323,11 +321,11 @@ class AsyncS3Saver(SaverCore):
     async def setup(self) -> None:
         """Create the bucket and the table if they do not exist (idempotent)."""
         s3, _ = await self._clients()
-        await self._run(self.setup_flow(region=self.region_name or s3.meta.region_name))
+        await self._run(setup(self, region=self.region_name or s3.meta.region_name))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch the latest checkpoint of a thread, or the one named by ``checkpoint_id``."""
-        return await self._run(self.get_tuple_flow(config))
+        return await self._run(get_tuple(self, config))
 
     async def alist(
         self,
@@ -339,7 +337,7 @@ class AsyncS3Saver(SaverCore):
     ) -> AsyncIterator[CheckpointTuple]:
         """List checkpoints newest first (see ``S3Saver.list``)."""
         async for tup in self._iterate(
-            self.list_flow(config, filter=filter, before=before, limit=limit)
+            list_checkpoints(self, config, filter=filter, before=before, limit=limit)
         ):
             yield tup
 
@@ -351,7 +349,7 @@ class AsyncS3Saver(SaverCore):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint (see ``S3Saver.put``)."""
-        return await self._run(self.put_flow(config, checkpoint, metadata, new_versions))
+        return await self._run(put(self, config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self,
@@ -361,33 +359,33 @@ class AsyncS3Saver(SaverCore):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes in one DynamoDB request."""
-        await self._run(self.put_writes_flow(config, writes, task_id, task_path))
+        await self._run(put_writes(self, config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and object of a thread."""
-        await self._run(self.delete_thread_flow(thread_id))
+        await self._run(delete_thread(self, thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
-        await self._run(self.delete_for_runs_flow(run_ids))
+        await self._run(delete_for_runs(self, run_ids))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread id."""
-        await self._run(self.copy_thread_flow(source_thread_id, target_thread_id))
+        await self._run(copy_thread(self, source_thread_id, target_thread_id))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads (see ``S3Saver.prune``)."""
-        await self._run(self.prune_flow(thread_ids, strategy))
+        await self._run(prune(self, thread_ids, strategy))
 
     async def aclaim_thread(self, thread_id: str) -> str:
         """Make this saver's region the owner of a thread (see ``S3Saver.claim_thread``)."""
-        return await self._run(self.claim_thread_flow(thread_id))
+        return await self._run(claim_thread(self, thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Writes and seed of delta channels along the parent chain."""
-        return await self._run(self.delta_history_flow(config, channels))
+        return await self._run(delta_history(self, config, channels))
 
     # ------------------------------------------- sync API (other threads only)
     def _sync(self, coro: Any) -> Any:

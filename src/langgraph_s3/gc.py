@@ -32,19 +32,28 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
+from langgraph_s3.core import SaverCore
+from langgraph_s3.core.index import delete_items, read_all
+from langgraph_s3.core.objects import (
+    delete_objects,
+    get_objects,
+    list_keys,
+    object_key,
+    read_envelopes,
+)
+from langgraph_s3.core.schema import (
+    Row,
+    checkpoint_ref,
+    is_checkpoint_item,
+    is_writes_item,
+    parse_row,
+    parse_writes,
+    s,
+)
+from langgraph_s3.core.values import entry_keys
 from langgraph_s3.errors import MissingObjectError, ObjectError
 from langgraph_s3.keys import THREAD_OBJECT
-from langgraph_s3.operations import S3Put
-from langgraph_s3.protocol import (
-    Flow,
-    SaverCore,
-    _is_checkpoint_item,
-    _is_writes_item,
-    _owner,
-    _parse_row,
-    _Row,
-    _s,
-)
+from langgraph_s3.operations import Flow, S3Put
 
 if TYPE_CHECKING:
     from langgraph_s3.aio import AsyncS3Saver
@@ -110,8 +119,8 @@ def collect_flow(
     params: dict[str, Any] = {"TableName": core.table}
     if core.layout.prefix:
         params["FilterExpression"] = "begins_with(pk, :p)"
-        params["ExpressionAttributeValues"] = {":p": _s(core.layout.prefix)}
-    items = yield from core._query(params)
+        params["ExpressionAttributeValues"] = {":p": s(core.layout.prefix)}
+    items = yield from read_all(params)
     threads: dict[str, list[dict[str, Any]]] = {}
     for item in items:
         if core.layout.owns_pk(item["pk"]["S"]):
@@ -143,8 +152,8 @@ def collect_flow(
             expired_pks.append(pk)
         for i, pk in enumerate(expired_pks):
             if not dry_run:
-                yield from core._delete_items(
-                    [{"pk": it["pk"], "sk": it["sk"]} for it in threads[pk]]
+                yield from delete_items(
+                    core, [{"pk": it["pk"], "sk": it["sk"]} for it in threads[pk]]
                 )
             tick("expire", i + 1, len(expired_pks))
         for pk in expired_pks:
@@ -153,40 +162,40 @@ def collect_flow(
     # --- mark -----------------------------------------------------------------------
     referenced: set[str] = set()
     protected: list[str] = []  # thread folders whose references are unknown
-    rows: list[_Row] = []
+    rows: list[Row] = []
     orphan_writes: list[dict[str, Any]] = []
     for thread_items in threads.values():
-        committed = {_owner(i) for i in thread_items if _is_checkpoint_item(i)}
+        committed = {checkpoint_ref(i) for i in thread_items if is_checkpoint_item(i)}
         for item in thread_items:
-            if _is_checkpoint_item(item):
-                rows.append(_parse_row(item))
-            elif _is_writes_item(item):
+            if is_checkpoint_item(item):
+                rows.append(parse_row(item))
+            elif is_writes_item(item):
                 # Writes for a checkpoint that never committed (LangGraph saves task
                 # writes while the checkpoint's own put is still in flight, and that
                 # put may fail) are garbage once they are older than the grace period.
                 written = int(item.get("at", {}).get("N", 0)) / 1000
-                if _owner(item) not in committed and now - written >= grace:
+                if checkpoint_ref(item) not in committed and now - written >= grace:
                     orphan_writes.append({"pk": item["pk"], "sk": item["sk"]})
                     continue
-                w = core._writes_of(item)
+                w = parse_writes(item)
                 thread_id = _thread_id(thread_items)
                 for _, rec in w.records:
-                    referenced.update(core._entry_keys(thread_id, rec[1]))
+                    referenced.update(entry_keys(core, thread_id, rec[1]))
     report.orphan_writes = len(orphan_writes)
     if orphan_writes and not dry_run:
-        yield from core._delete_items(orphan_writes)
+        yield from delete_items(core, orphan_writes)
     batch = 32
     for start in range(0, len(rows), batch):
         part = rows[start : start + batch]
         for row in part:
-            referenced.add(core._object_key(row))
+            referenced.add(object_key(core, row))
         try:
-            envs: list[dict[str, Any] | None] = list((yield from core._read_envelopes(part)))
+            envs: list[dict[str, Any] | None] = list((yield from read_envelopes(core, part)))
         except ObjectError:
             envs = []
             for row in part:  # find which ones failed
                 try:
-                    envs.append((yield from core._read_envelopes([row]))[0])
+                    envs.append((yield from read_envelopes(core, [row]))[0])
                 except ObjectError as exc:
                     envs.append(None)
                     _note_unreadable(core, report, protected, row, exc)
@@ -194,14 +203,14 @@ def collect_flow(
             if env is None:
                 continue
             for entry in env["ch"].values():
-                referenced.update(core._entry_keys(row.thread_id, entry))
+                referenced.update(entry_keys(core, row.thread_id, entry))
         tick("mark", min(start + batch, len(rows)), len(rows))
     protected_prefixes = tuple(protected)
 
     # --- sweep ----------------------------------------------------------------------
-    listing = yield from core._list_keys(core.layout.prefix)
+    listing = yield from list_keys(core, core.layout.prefix)
     state_key = core.layout.prefix + STATE_KEY
-    state_body = (yield from core._get_objects([state_key]))[0]
+    state_body = (yield from get_objects(core, [state_key]))[0]
     condemned_before: dict[str, float] = (
         json.loads(codec.unframe(state_body, key=state_key, kind=codec.KIND_BLOB))
         if state_body
@@ -228,7 +237,7 @@ def collect_flow(
     if not dry_run:
         keys = [k for k, _ in doomed]
         for start in range(0, len(keys), 1000):
-            yield from core._delete_objects(keys[start : start + 1000])
+            yield from delete_objects(core, keys[start : start + 1000])
             tick("sweep", min(start + 1000, len(keys)), len(keys))
         body = codec.frame(codec.KIND_BLOB, json.dumps(condemned_now).encode(), 3)
         yield S3Put(state_key, body)
@@ -236,7 +245,7 @@ def collect_flow(
 
 
 def _note_unreadable(
-    core: SaverCore, report: GcReport, protected: list[str], row: _Row, exc: ObjectError
+    core: SaverCore, report: GcReport, protected: list[str], row: Row, exc: ObjectError
 ) -> None:
     """An unreadable checkpoint's references are unknown: spare its thread this run.
 
@@ -254,7 +263,7 @@ def _thread_id(items: list[dict[str, Any]]) -> str:
 
 def _waiting_on_interrupt(items: list[dict[str, Any]]) -> bool:
     """True if the root namespace's latest checkpoint has a pending ``__interrupt__``."""
-    root = [_parse_row(i) for i in items if _is_checkpoint_item(i) and i["ns"]["S"] == ""]
+    root = [parse_row(i) for i in items if is_checkpoint_item(i) and i["ns"]["S"] == ""]
     if not root:
         return False
     latest = max(root, key=lambda r: r.checkpoint_id)

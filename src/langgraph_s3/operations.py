@@ -1,32 +1,37 @@
 """The I/O a saver performs, described as data.
 
-The pure core (``protocol.py``) decides what to read and write by yielding these
-operations; ``S3Saver`` performs them with boto3 and a thread pool,
-``AsyncS3Saver`` with aiobotocore and ``asyncio.gather``. Yielding a list means
-"perform these concurrently"; the result is the list of their results.
+The pure core (:mod:`langgraph_s3.core`) decides what to read and write by yielding
+these operations; ``S3Saver`` performs them with boto3 and a thread pool,
+``AsyncS3Saver`` with aiobotocore and ``asyncio.gather`` (both through
+:mod:`langgraph_s3.transport`). Yielding a list means "perform these concurrently";
+the result is the list of their results.
+
+Each operation is a ``Request[R]``: ``R`` is the type of its result, and
+:func:`perform` / :func:`perform_all` give a flow that result with its type.
+Nothing here imports botocore.
 """
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Generic, TypeVar
 
-from botocore.exceptions import ClientError
+R = TypeVar("R")
+T = TypeVar("T")
 
-from langgraph_s3.errors import (
-    AccessDeniedError,
-    CredentialsError,
-    EndpointError,
-    InvalidConfigError,
-    S3SaverError,
-    StorageNotFoundError,
-)
+#: A flow: a generator that yields operations (or lists of them), is sent their
+#: results, and returns ``T``.
+Flow = Generator[Any, Any, T]
+
+
+class Request(Generic[R]):
+    """An operation whose result has type ``R``."""
 
 
 @dataclass(frozen=True)
-class S3Get:
+class S3Get(Request[bytes | None]):
     """Read an object. Result: its bytes, or ``None`` if there is no such key.
 
     ``home=True`` reads the home region's bucket (cross-region ``"home"`` policy).
@@ -37,7 +42,7 @@ class S3Get:
 
 
 @dataclass(frozen=True)
-class S3Put:
+class S3Put(Request[None]):
     """Write an object. Result: ``None``.
 
     ``done`` (if given) is resolved by the driver as soon as this request finishes:
@@ -51,7 +56,7 @@ class S3Put:
 
 
 @dataclass(frozen=True)
-class WaitUpload:
+class WaitUpload(Request[bool]):
     """Wait for another flow's upload of ``key``. Result: ``True`` if it succeeded.
 
     ``pending`` is that upload's ``done`` future, taken when the wait was planned:
@@ -64,12 +69,20 @@ class WaitUpload:
 
 
 @dataclass(frozen=True)
-class S3HeadBucket:
+class S3HeadBucket(Request[None]):
     """Check that the bucket exists (once per saver). Result: ``None``."""
 
 
 @dataclass(frozen=True)
-class S3List:
+class ListPage:
+    """One page of an S3 listing."""
+
+    keys: list[tuple[str, float, int]]  # key, last-modified epoch seconds, size
+    token: str | None
+
+
+@dataclass(frozen=True)
+class S3List(Request[ListPage]):
     """One page of keys under a prefix. Result: :class:`ListPage`."""
 
     prefix: str
@@ -77,20 +90,14 @@ class S3List:
 
 
 @dataclass(frozen=True)
-class ListPage:
-    keys: list[tuple[str, float, int]]  # key, last-modified epoch seconds, size
-    token: str | None
-
-
-@dataclass(frozen=True)
-class S3Delete:
+class S3Delete(Request[None]):
     """Delete up to 1000 keys. Result: ``None``."""
 
     keys: tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class S3Copy:
+class S3Copy(Request[None]):
     """Server-side copy inside the bucket. Result: ``None``."""
 
     source: str
@@ -98,11 +105,19 @@ class S3Copy:
 
 
 @dataclass(frozen=True)
-class Ddb:
+class DdbFailure:
+    """A DynamoDB error the flow asked to handle itself (its code is in ``expect``)."""
+
+    code: str
+    response: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Ddb(Request[dict[str, Any] | DdbFailure]):
     """One DynamoDB call on the low-level client (``op`` is the method name).
 
     Result: the response dict, or a :class:`DdbFailure` when the error code is in
-    ``expect`` (the protocol handles those itself).
+    ``expect`` (the flow handles those itself).
     """
 
     op: str
@@ -111,20 +126,14 @@ class Ddb:
 
 
 @dataclass(frozen=True)
-class DdbFailure:
-    code: str
-    response: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Sleep:
+class Sleep(Request[None]):
     """Back off before retrying. Result: ``None``."""
 
     seconds: float
 
 
 @dataclass(frozen=True)
-class CreateBucket:
+class CreateBucket(Request[None]):
     """Create the bucket if it does not exist (``setup()``). Result: ``None``."""
 
     region: str | None
@@ -143,218 +152,20 @@ Op = (
     | S3HeadBucket
 )
 
-# Which client performs an operation.
-S3, HOME_S3, DYNAMODB = "s3", "home_s3", "dynamodb"
+
+def perform(op: Request[R]) -> Generator[Request[R], R, R]:
+    """Perform one operation: ``result = yield from perform(op)``, typed."""
+    return (yield op)
 
 
-def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, dict[str, Any]]:
-    """The client, method and arguments that perform ``op`` (everything but ``Sleep``).
-
-    Both savers call the method this names, on boto3 or aiobotocore, so the
-    requests they send are the same.
-    """
-    if isinstance(op, S3Get):
-        if op.home:
-            assert home_bucket, "the home read policy needs CrossRegion(home_bucket=...)"
-            return HOME_S3, "get_object", {"Bucket": home_bucket, "Key": op.key}
-        return S3, "get_object", {"Bucket": bucket, "Key": op.key}
-    if isinstance(op, Ddb):
-        return DYNAMODB, op.op, op.params
-    if isinstance(op, S3Put):
-        return S3, "put_object", {"Bucket": bucket, "Key": op.key, "Body": op.body}
-    if isinstance(op, S3List):
-        params: dict[str, Any] = {"Bucket": bucket, "Prefix": op.prefix}
-        if op.token:
-            params["ContinuationToken"] = op.token
-        return S3, "list_objects_v2", params
-    if isinstance(op, S3Delete):
-        objects = [{"Key": k} for k in op.keys]
-        return (
-            S3,
-            "delete_objects",
-            {"Bucket": bucket, "Delete": {"Objects": objects, "Quiet": True}},
-        )
-    if isinstance(op, S3Copy):
-        source = {"Bucket": bucket, "Key": op.source}
-        return S3, "copy_object", {"Bucket": bucket, "Key": op.target, "CopySource": source}
-    if isinstance(op, S3HeadBucket):
-        return S3, "head_bucket", {"Bucket": bucket}
-    if isinstance(op, CreateBucket):
-        create: dict[str, Any] = {"Bucket": bucket}
-        if op.region and op.region != "us-east-1":
-            create["CreateBucketConfiguration"] = {"LocationConstraint": op.region}
-        return S3, "create_bucket", create
-    raise TypeError(f"no request for operation {op!r}")
+def perform_all(ops: Sequence[Request[R]]) -> Generator[list[Request[R]], list[R], list[R]]:
+    """Perform operations concurrently; their results in the same order, typed."""
+    if not ops:
+        return []
+    return (yield list(ops))
 
 
-#: The package's logger: DEBUG logs every request, WARNING conflicts and retries.
-log = logging.getLogger("langgraph_s3")
-# A library stays quiet until the application configures logging: without a handler,
-# Python's last-resort handler would print every WARNING to stderr.
-log.addHandler(logging.NullHandler())
-
-
-def log_request(op: Op, method: str, seconds: float, response: Any, ok: bool) -> None:
-    """DEBUG line for one request: its kind, bytes sent or received, time, outcome."""
-    if not log.isEnabledFor(logging.DEBUG):
-        return
-    if isinstance(op, S3Put):
-        size = len(op.body)
-    elif isinstance(op, S3Get) and isinstance(response, bytes | bytearray):
-        size = len(response)
-    else:
-        size = 0
-    key = getattr(op, "key", "") or getattr(op, "params", {}).get("TableName", "")
-    log.debug(
-        "%s %s %s %d bytes %.1f ms", method, key, "ok" if ok else "failed", size, seconds * 1e3
-    )
-
-
-def finish(op: Op, response: Any) -> Any:
-    """Turn a response into the operation's result (``S3Get`` bodies are read by the driver)."""
-    if isinstance(op, S3Get | Ddb):
-        return response
-    if isinstance(op, S3List):
-        return ListPage(
-            [
-                (o["Key"], o["LastModified"].timestamp(), o["Size"])
-                for o in response.get("Contents", [])
-            ],
-            response.get("NextContinuationToken") if response.get("IsTruncated") else None,
-        )
-    if isinstance(op, S3Delete) and response.get("Errors"):
-        first = response["Errors"][0]
-        raise S3SaverError(
-            f"S3 refused to delete {len(response['Errors'])} object(s), first "
-            f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
-        )
-    return None
-
-
-def failed(op: Op, exc: ClientError, *, bucket: str, table: str, region: str | None) -> Any:
-    """The result of an operation whose request failed, or raise the error to report."""
-    code = error_code(exc)
-    if isinstance(op, S3Get) and is_missing_key(exc):
-        return None
-    if isinstance(op, Ddb) and code in op.expect:
-        return DdbFailure(code, exc.response)
-    if isinstance(op, CreateBucket) and code == "BucketAlreadyOwnedByYou":
-        return None
-    if isinstance(op, S3HeadBucket) and code in ("404", "NotFound"):
-        code = "NoSuchBucket"  # HeadBucket has no body, so its 404 carries no S3 code
-        exc.response.setdefault("Error", {})["Code"] = code
-    raise translate(exc, bucket=bucket, table=table, region=region) from exc
-
-
-def settle(op: Op, ok: bool) -> None:
-    """Resolve an upload's ``done`` future (drivers call it when the request finishes)."""
-    if isinstance(op, S3Put) and op.done is not None and not op.done.done():
-        op.done.set_result(ok)
-
-
-_MISSING_BUCKET = {"NoSuchBucket"}
-_MISSING_TABLE = {"ResourceNotFoundException"}
-_MISSING_KEY = {"NoSuchKey", "404", "NotFound"}
-
-
-def error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def is_missing_key(exc: ClientError) -> bool:
-    return error_code(exc) in _MISSING_KEY
-
-
-# Codes by which AWS says the credentials themselves are wrong, not their permissions.
-_BAD_CREDENTIALS = {
-    "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException",
-    "UnrecognizedClientException", "InvalidClientTokenId", "MissingAuthenticationToken",
-    "InvalidSignatureException", "TokenRefreshRequired",
-}  # fmt: skip
-_S3_ACTIONS = {
-    "GetObject", "PutObject", "HeadObject", "HeadBucket", "ListObjectsV2", "DeleteObjects",
-    "DeleteObject", "CopyObject", "CreateBucket", "PutBucketLifecycleConfiguration",
-}  # fmt: skip
-_WRONG_REGION = {
-    "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"
-}  # fmt: skip
-_DENIED = {"AccessDenied", "AccessDeniedException", "Forbidden", "403", "AllAccessDisabled"}
-
-
-def translate(
-    exc: ClientError, *, bucket: str, table: str, region: str | None = None
-) -> BaseException:
-    """Our typed error for a failed request, saying what to do (botocore's as the cause)."""
-    code = error_code(exc)
-    action = str(getattr(exc, "operation_name", "") or "request")
-    where = f"in region {region!r}" if region else "in the configured region"
-    resource = f"S3 bucket {bucket!r}" if action in _S3_ACTIONS else f"DynamoDB table {table!r}"
-    if code in _MISSING_BUCKET:
-        return StorageNotFoundError(
-            f"S3 bucket {bucket!r} does not exist {where}: check the bucket name and region; "
-            "to create it in development run saver.setup(), in production deploy "
-            "infra/storage.yaml and pass its BucketName output"
-        )
-    if code in _MISSING_TABLE:
-        return StorageNotFoundError(
-            f"DynamoDB table {table!r} does not exist {where}: check region_name (the table "
-            "may live in another region; setup() would create a second, empty one here); "
-            "to create it in development run saver.setup(), in production deploy "
-            "infra/storage.yaml and pass its TableName output"
-        )
-    if code == "BucketAlreadyExists":
-        return InvalidConfigError(
-            f"S3 bucket {bucket!r} already exists and belongs to another AWS account "
-            "(bucket names are global): choose another bucket name"
-        )
-    if code == "InvalidBucketName":
-        return InvalidConfigError(
-            f"{bucket!r} is not a valid S3 bucket name: use 3-63 lowercase letters, digits, "
-            "dots and hyphens, starting and ending with a letter or digit"
-        )
-    if code in _WRONG_REGION:
-        return InvalidConfigError(
-            f"S3 bucket {bucket!r} is not {where}: pass the bucket's region as region_name"
-        )
-    if code in _BAD_CREDENTIALS:
-        return CredentialsError(
-            f"AWS rejected the credentials ({code}) for {action} on {resource}: check "
-            "AWS_PROFILE / AWS_ACCESS_KEY_ID, or refresh an expired session token"
-        )
-    if code in _DENIED:
-        return AccessDeniedError(
-            f"access denied: the credentials may not perform {action} on {resource} "
-            f"{where} ({code}); grant it (infra/storage.yaml shows the policy the saver "
-            "needs) or check that the bucket/table belong to this account",
-            action=action,
-            resource=resource,
-        )
-    return cast(BaseException, exc)
-
-
-def translate_transport(exc: BaseException, *, endpoint: str | None) -> BaseException:
-    """Our typed error for a botocore failure that is not an AWS answer."""
-    from botocore import exceptions as b
-
-    target = endpoint or "the AWS endpoint"
-    if isinstance(exc, b.NoCredentialsError | b.PartialCredentialsError):
-        return CredentialsError(
-            "no AWS credentials found: set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-            "AWS_SECRET_ACCESS_KEY, pass session=boto3.Session(profile_name=...), or give "
-            "the function an IAM role"
-        )
-    if isinstance(exc, b.CredentialRetrievalError | b.TokenRetrievalError):
-        return CredentialsError(f"AWS credentials could not be loaded ({exc}): refresh them")
-    if isinstance(exc, b.NoRegionError):
-        return InvalidConfigError(
-            "no AWS region: pass region_name='us-east-1' (or the region of your bucket and "
-            "table), or set AWS_REGION"
-        )
-    if isinstance(exc, b.ParamValidationError):
-        return InvalidConfigError(f"a request had an invalid parameter: {exc}")
-    if isinstance(exc, b.EndpointConnectionError | b.ConnectionError | b.HTTPClientError):
-        return EndpointError(
-            f"could not reach {target} ({exc}): check endpoint_url and the network; "
-            "retrying may help"
-        )
-    return exc
+def response(result: dict[str, Any] | DdbFailure) -> dict[str, Any]:
+    """The response of a ``Ddb`` request that expected no failure."""
+    assert not isinstance(result, DdbFailure), result
+    return result

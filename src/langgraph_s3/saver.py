@@ -22,27 +22,24 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from typing_extensions import Unpack
 
+from langgraph_s3.core import Emit, SaverCore, SaverOptions, check_options
+from langgraph_s3.core.commit import claim_thread, put
+from langgraph_s3.core.history import delta_history, list_checkpoints
+from langgraph_s3.core.read import get_tuple
+from langgraph_s3.core.setup import setup
+from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
+from langgraph_s3.core.writes import put_writes
 from langgraph_s3.errors import InvalidConfigError
-from langgraph_s3.operations import (
+from langgraph_s3.operations import Flow, S3Get, Sleep, T, WaitUpload
+from langgraph_s3.transport import (
     DYNAMODB,
     S3,
-    S3Get,
-    Sleep,
-    WaitUpload,
     call_spec,
     failed,
     finish,
     log_request,
     settle,
     translate_transport,
-)
-from langgraph_s3.protocol import (
-    Emit,
-    Flow,
-    SaverCore,
-    SaverOptions,
-    T,
-    check_options,
 )
 
 
@@ -139,10 +136,9 @@ class S3Saver(SaverCore):
             prefix=prefix,
             serde=serde,
             compression_level=compression_level,
-            region=region_name,
+            region_name=region_name,
             **options,
         )
-        self.region_name = region_name
         self.endpoint_url = endpoint_url
         self._s3 = s3_client
         self._ddb = dynamodb_client
@@ -269,7 +265,9 @@ class S3Saver(SaverCore):
         except ClientError as exc:
             settle(op, False)
             log_request(op, method, time.perf_counter() - started, None, False)
-            return failed(op, exc, bucket=self.bucket, table=self.table, region=self._region())
+            return failed(
+                op, exc, bucket=self.bucket, table=self.table, region=self.request_region()
+            )
         except BotoCoreError as exc:
             settle(op, False)
             raise translate_transport(exc, endpoint=self.endpoint_url) from exc
@@ -340,7 +338,7 @@ class S3Saver(SaverCore):
         Meant for development and tests; production deploys ``infra/storage.yaml``.
         """
         s3, _ = self._clients()
-        self._run(self.setup_flow(region=self.region_name or s3.meta.region_name))
+        self._run(setup(self, region=self.region_name or s3.meta.region_name))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple: the latest of the thread, or the one named by
@@ -350,7 +348,7 @@ class S3Saver(SaverCore):
             config: ``{"configurable": {"thread_id": ..., "checkpoint_ns": ...,
                 "checkpoint_id": ...}}``; ``checkpoint_ns`` and ``checkpoint_id`` are optional.
         """
-        return self._run(self.get_tuple_flow(config))
+        return self._run(get_tuple(self, config))
 
     def list(
         self,
@@ -369,7 +367,9 @@ class S3Saver(SaverCore):
             before: Only checkpoints older than this config's ``checkpoint_id``.
             limit: At most this many results.
         """
-        return self._iterate(self.list_flow(config, filter=filter, before=before, limit=limit))
+        return self._iterate(
+            list_checkpoints(self, config, filter=filter, before=before, limit=limit)
+        )
 
     def put(
         self,
@@ -384,7 +384,7 @@ class S3Saver(SaverCore):
             CheckpointConflictError: another run committed on this thread after this run
                 read the latest checkpoint. Nothing was committed.
         """
-        return self._run(self.put_flow(config, checkpoint, metadata, new_versions))
+        return self._run(put(self, config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self,
@@ -394,23 +394,23 @@ class S3Saver(SaverCore):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes in one DynamoDB request."""
-        self._run(self.put_writes_flow(config, writes, task_id, task_path))
+        self._run(put_writes(self, config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and object of a thread."""
-        self._run(self.delete_thread_flow(thread_id))
+        self._run(delete_thread(self, thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
-        self._run(self.delete_for_runs_flow(run_ids))
+        self._run(delete_for_runs(self, run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread id."""
-        self._run(self.copy_thread_flow(source_thread_id, target_thread_id))
+        self._run(copy_thread(self, source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` (per namespace, delta-channel aware) or ``"delete"``."""
-        self._run(self.prune_flow(thread_ids, strategy))
+        self._run(prune(self, thread_ids, strategy))
 
     def claim_thread(self, thread_id: str) -> str:
         """Make this saver's region the owner of a thread (cross-region hand-over).
@@ -421,13 +421,13 @@ class S3Saver(SaverCore):
         Returns:
             The region that owned the thread before.
         """
-        return self._run(self.claim_thread_flow(thread_id))
+        return self._run(claim_thread(self, thread_id))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Writes and seed of delta channels along the parent chain, read in index pages."""
-        return self._run(self.delta_history_flow(config, channels))
+        return self._run(delta_history(self, config, channels))
 
     # ---------------------------------------------- async API (on a thread)
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

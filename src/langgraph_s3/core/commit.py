@@ -1,0 +1,390 @@
+"""How a put is committed: values and body uploaded first, then one index transaction.
+
+A checkpoint becomes visible at one moment: the DynamoDB transaction that writes
+its index item and moves its namespace's head (plus, across regions, checks that
+this region owns the thread). Everything the item points to is uploaded before, so
+a reader never sees a half-written checkpoint; a crash before the commit leaves
+only unreferenced objects for garbage collection. The rules for continuations,
+forks and conflicts are in docs/concurrency.md; the guard that tells them apart
+is :mod:`langgraph_s3.guard`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+
+from langgraph_s3 import codec, guard
+from langgraph_s3.core import schema, values
+from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
+from langgraph_s3.core.objects import upload
+from langgraph_s3.core.schema import Transaction, b, n, s
+from langgraph_s3.errors import (
+    CheckpointConflictError,
+    ClockSkewError,
+    CorruptObjectError,
+    InvalidConfigError,
+    S3SaverError,
+    ThreadOwnedElsewhereError,
+)
+from langgraph_s3.keys import check_checkpoint_id
+from langgraph_s3.logs import log
+from langgraph_s3.operations import Ddb, DdbFailure, Flow, S3HeadBucket, S3Put, Sleep, response
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.state import SaverCore
+
+#: A checkpoint item whose object is in S3 names up to this many value blobs (32 bytes
+#: each), so get_tuple fetches them in the same round trip as the object.
+PREFETCH_MAX = 64
+_TXN_RETRIES = 5
+_IDEMPOTENT_MISMATCH = "IdempotentParameterMismatchException"
+
+
+def put(
+    core: SaverCore,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Flow[RunnableConfig]:
+    """``BaseCheckpointSaver.put``: store a checkpoint after the one ``config`` names."""
+    thread_id, ns = thread_ns(config)
+    parent_id = checkpoint_id_of(config)
+    cid = check_checkpoint_id(checkpoint.get("id"))
+    guarded = guard.is_continuation(config, ns, parent_id)
+    if guarded and parent_id is not None and cid <= parent_id:
+        raise clock_skew(thread_id, ns, parent_id, cid)
+    body_cp: dict[str, Any] = dict(checkpoint)
+    channel_values: dict[str, Any] = body_cp.pop("channel_values", {}) or {}
+    versions: ChannelVersions = body_cp.get("channel_versions", {})
+    entries, uploads, fresh = _encode_channels(
+        core, thread_id, ns, channel_values, versions, new_versions
+    )
+
+    md = get_checkpoint_metadata(config, metadata)
+    envelope = {
+        "f": codec.FORMAT_VERSION,
+        "th": thread_id,
+        "ns": ns,
+        "id": cid,
+        "p": parent_id,
+        "cp": list(values.serialize(core, body_cp, "checkpoint (without values)")),
+        "md": list(values.serialize_metadata(core, md)),
+        "ch": entries,
+    }
+    body = values.frame_body(core, envelope)
+    if not values.in_index(core, body):
+        body = values.fit_in_index(core, thread_id, ns, envelope, body, uploads, fresh)
+    digest = codec.digest(body)
+    key = core.layout.checkpoint_key(thread_id, ns, cid, digest)
+
+    # Blobs and the checkpoint object go up together: neither is reachable
+    # until the index item below exists, so their mutual order does not matter.
+    # A saver's first put also checks the bucket (unless its first read did),
+    # which a step whose checkpoint fits in the index would otherwise never touch.
+    extra: list[Any] = [] if values.in_index(core, body) else [S3Put(key, body)]
+    if not core.bucket_checked:
+        extra.append(S3HeadBucket())
+    yield from upload(core, uploads, extra)
+    core.bucket_checked = True
+
+    unstored = sorted(ch for ch in versions if ch not in entries)
+    item = _checkpoint_item(core, (thread_id, ns, cid, parent_id), body, entries, unstored, md)
+    yield from commit(core, item, parent_id, guarded)
+    for name, entry in fresh.items():
+        cache_key = (thread_id, ns, name, str(versions[name]))
+        core.caches.entries.put(cache_key, entry, values.entry_size(entry))
+        values.remember_latest(core, thread_id, ns, name, entry)
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+
+def _encode_channels(
+    core: SaverCore,
+    thread_id: str,
+    ns: str,
+    channel_values: Mapping[str, Any],
+    versions: ChannelVersions,
+    new_versions: ChannelVersions,
+) -> tuple[dict[str, list[Any]], dict[str, bytes], dict[str, list[Any]]]:
+    """Value entries by channel, the blobs to upload, and the entries made now.
+
+    A channel whose version did not move re-uses the entry cached for its version.
+    """
+    entries: dict[str, list[Any]] = {}
+    uploads: dict[str, bytes] = {}
+    fresh: dict[str, list[Any]] = {}
+    for name, value in channel_values.items():
+        if name not in versions:
+            continue  # like InMemorySaver: only versioned channels are stored
+        cache_key = (thread_id, ns, name, str(versions[name]))
+        entry = None if name in new_versions else core.caches.entries.get(cache_key)
+        if entry is None:
+            entry, blobs = values.encode_value(
+                core,
+                thread_id,
+                value,
+                f"channel {name!r}",
+                core.inline_threshold,
+                core.caches.latest.get((thread_id, ns, name)),
+            )
+            uploads.update(blobs)
+            fresh[name] = entry
+        entries[name] = entry
+    return entries, uploads, fresh
+
+
+def _checkpoint_item(
+    core: SaverCore,
+    ids: tuple[str, str, str, str | None],
+    body: bytes,
+    entries: Mapping[str, list[Any]],
+    unstored: list[str],
+    md: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The index item of a checkpoint (see docs/layout.md, "The index").
+
+    ``ids``: thread id, namespace, checkpoint id, parent id.
+    """
+    thread_id, ns, cid, parent_id = ids
+    item: dict[str, Any] = {
+        schema.PK: s(core.layout.pk(thread_id)),
+        schema.SK: s(core.layout.checkpoint_sk(ns, cid)),
+        schema.THREAD: s(thread_id),
+        schema.NS: s(ns),
+        schema.CID: s(cid),
+        schema.DIGEST: s(codec.digest(body)),
+        schema.SIZE: n(len(body)),
+        schema.AT: n(core.now_ms()),
+    }
+    if values.in_index(core, body):
+        item[schema.BODY] = b(body)
+    else:
+        refs = list(dict.fromkeys(d for e in entries.values() if e[0] == "r" for d in e[2]))
+        if refs and len(refs) <= PREFETCH_MAX:
+            item[schema.PREFETCH] = b(b"".join(refs))
+    if parent_id is not None:
+        item[schema.PARENT] = s(parent_id)
+    if isinstance(md.get("run_id"), str) and md["run_id"]:
+        item[schema.RUN] = s(md["run_id"])
+    if unstored:
+        item[schema.UNSTORED] = {"SS": unstored}
+    indexed = {k: v for k, v in ((k, schema.metadata_index_value(v)) for k, v in md.items()) if v}
+    if indexed:
+        item[schema.METADATA] = {"M": {k: s(v) for k, v in indexed.items() if k}}
+    return item
+
+
+def commit(
+    core: SaverCore, item: dict[str, Any], parent_id: str | None, guarded: bool
+) -> Flow[None]:
+    """Write the index item and move the head in one transaction: the commit point.
+
+    The head always names the greatest checkpoint id of the namespace, the one a
+    read of the latest finds. A guarded continuation moves it from its parent; a
+    fork moves it only forward, and a fork whose id sorts below the head (made
+    on a clock behind the head's) is committed beside it without moving it, as
+    ``InMemorySaver`` would not make it the latest either.
+    """
+    thread_id, ns, cid = item[schema.THREAD]["S"], item[schema.NS]["S"], item[schema.CID]["S"]
+    head = schema.head_update(core.table, item, core.layout.head_sk(ns), parent_id, guarded)
+    txn = Transaction(
+        (
+            ("put", {"Put": {"TableName": core.table, "Item": item}}),
+            ("head", {"Update": head}),
+            *ownership_parts(core, item[schema.PK]),
+        ),
+        # botocore would fill in a random uuid4: one derived from the checkpoint lets
+        # DynamoDB recognise a commit resent after a lost response (for 10 minutes).
+        commit_token(item),
+    )
+    for attempt in range(_TXN_RETRIES):
+        result = yield Ddb(
+            "transact_write_items",
+            txn.request(),
+            expect=frozenset({"TransactionCanceledException", _IDEMPOTENT_MISMATCH}),
+        )
+        if not isinstance(result, DdbFailure):
+            return
+        if result.code == _IDEMPOTENT_MISMATCH:
+            # The same checkpoint (same id and digest) was sent within 10 minutes by
+            # an earlier put() that differed only in its timestamp: committed or not?
+            yield from _confirm_committed(core, item)
+            return
+        failed = txn.failed_checks(result)
+        if "owner" in failed:
+            raise not_owner(core, thread_id, failed["owner"])
+        if "head" in failed:
+            actual = head_cid(core, failed["head"].get("Item", {}), item[schema.PK]["S"], ns)
+            if actual == cid:
+                return  # the same checkpoint was committed before: a retried put
+            if guarded:
+                raise conflict(thread_id, ns, parent_id, actual)
+            # A fork older than the head: commit it where it sorts, head unmoved.
+            txn = txn.without("head", commit_token(item, "below-head"))
+            continue
+        if "TransactionConflict" in Transaction.codes(result):
+            log.warning(
+                "commit of checkpoint %s collided with a concurrent transaction; "
+                "retrying (attempt %d)", cid, attempt + 1,
+            )  # fmt: skip
+            yield Sleep(0.05 * (2**attempt))
+            continue
+        raise S3SaverError(f"committing checkpoint {cid!r} failed: {Transaction.codes(result)}")
+    raise S3SaverError(f"committing checkpoint {cid!r} kept colliding with concurrent transactions")
+
+
+def head_cid(core: SaverCore, head: Mapping[str, Any], pk: str, ns: str) -> str | None:
+    """The checkpoint id a head item names; a damaged one is a CorruptObjectError
+    naming the item (it used to escape as a KeyError)."""
+    attr = head.get(schema.CID)
+    if attr is None:
+        return None
+    if not isinstance(attr, Mapping) or not isinstance(attr.get("S"), str):
+        key = f"{pk}|{core.layout.head_sk(ns)}|{schema.CID}"
+        raise CorruptObjectError(
+            f"head item {key!r} does not hold a checkpoint id ({attr!r}); set it to the "
+            "namespace's latest checkpoint id to repair it",
+            key=key,
+        )
+    return str(attr["S"])
+
+
+def _confirm_committed(core: SaverCore, item: Mapping[str, Any]) -> Flow[None]:
+    found = yield Ddb(
+        "get_item",
+        {
+            "TableName": core.table,
+            "Key": {schema.PK: item[schema.PK], schema.SK: item[schema.SK]},
+            "ConsistentRead": True,
+            "ProjectionExpression": schema.DIGEST,
+        },
+    )
+    if schema.text(response(found).get("Item", {}), schema.DIGEST) != item[schema.DIGEST]["S"]:
+        raise S3SaverError(
+            f"checkpoint {item[schema.CID]['S']!r} was sent twice within 10 minutes with "
+            "different timestamps and is not committed; retry the put()"
+        )
+
+
+# ----------------------------------------------------------------- regions
+def ownership_parts(core: SaverCore, pk: dict[str, str]) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """The ``owner`` part of a write's transaction (cross-region setups only)."""
+    if core.cross_region is None:
+        return ()
+    home = core.region_name == core.cross_region.home_region
+    return (schema.ownership_check(core.table, pk, str(core.region_name), home=home),)
+
+
+def not_owner(
+    core: SaverCore, thread_id: str, reason: Mapping[str, Any]
+) -> ThreadOwnedElsewhereError:
+    """The error for a write refused because another region owns the thread."""
+    assert core.cross_region is not None
+    owner = schema.text(reason.get("Item", {}), schema.REGION) or core.cross_region.home_region
+    return ThreadOwnedElsewhereError(
+        f"thread {thread_id!r} is owned by region {owner!r}; this saver runs in "
+        f"{core.region_name!r} and may not write it. Hand it over with "
+        "saver.claim_thread(thread_id) once the owner has stopped writing it",
+        thread_id=thread_id,
+        owner=owner,
+    )
+
+
+def claim_thread(core: SaverCore, thread_id: str) -> Flow[str]:
+    """Make this saver's region the owner of a thread; returns the previous owner."""
+    if core.cross_region is None:
+        raise InvalidConfigError("claim_thread needs a cross_region configuration")
+    thread_id = thread_value(thread_id)
+    result = yield Ddb(
+        "update_item",
+        {
+            "TableName": core.table,
+            "Key": {schema.PK: s(core.layout.pk(thread_id)), schema.SK: s(schema.OWNER_SK)},
+            "UpdateExpression": "SET #r = :me, #th = :th, #at = :at",
+            "ExpressionAttributeNames": {
+                "#r": schema.REGION,
+                "#th": schema.THREAD,
+                "#at": schema.AT,
+            },
+            "ExpressionAttributeValues": {
+                ":me": s(str(core.region_name)),
+                ":th": s(thread_id),
+                ":at": n(core.now_ms()),
+            },
+            "ReturnValues": "ALL_OLD",
+        },
+    )
+    previous = schema.text(response(result).get("Attributes", {}), schema.REGION)
+    return previous or core.cross_region.home_region
+
+
+# ------------------------------------------------------------------ errors
+def commit_token(item: Mapping[str, Any], variant: str = "") -> str:
+    """The idempotency token of a checkpoint's commit: thread, namespace, id, digest."""
+    ident = "\x00".join(
+        (item[schema.PK]["S"], item[schema.SK]["S"], item[schema.DIGEST]["S"], variant)
+    )
+    return hashlib.sha256(ident.encode()).hexdigest()[:36]
+
+
+def clock_skew(thread_id: str, ns: str, parent: str, cid: str) -> ClockSkewError:
+    """The error for a continuation whose id does not sort after its parent's."""
+    behind = _id_seconds(parent, cid)
+    wait = f"retry in {behind + 0.001:.3f} s" if behind is not None else "retry later"
+    log.warning("clock skew: checkpoint %s sorts before its parent %s; %s", cid, parent, wait)
+    return ClockSkewError(
+        f"thread {thread_id!r} (namespace {ns!r}): the new checkpoint {cid!r} does not sort "
+        f"after the checkpoint it continues, {parent!r}: this machine's clock is behind "
+        f"the one that wrote it. Nothing was written; {wait} (the run then re-reads the "
+        "thread) and keep clocks synchronised (NTP, Amazon Time Sync).",
+        thread_id=thread_id,
+        checkpoint_ns=ns,
+        parent=parent,
+        checkpoint_id=cid,
+        retry_after=behind,
+    )
+
+
+def _id_seconds(later: str, earlier: str) -> float | None:
+    """How many seconds the clock in uuid6 id ``later`` is ahead of ``earlier``'s."""
+    try:
+        a, b_ = uuid.UUID(later), uuid.UUID(earlier)
+    except ValueError:
+        return None
+    if a.version != 6 or b_.version != 6:
+        return None
+    return max(0.0, (_uuid6_ticks(a.int) - _uuid6_ticks(b_.int)) / 1e7)
+
+
+def _uuid6_ticks(value: int) -> int:
+    # 48 high bits of the 100 ns timestamp, the version nibble, then its 12 low bits
+    return ((value >> 80) << 12) | ((value >> 64) & 0x0FFF)
+
+
+def conflict(
+    thread_id: str, ns: str, expected: str | None, actual: str | None
+) -> CheckpointConflictError:
+    """The error for a continuation whose parent is no longer the latest checkpoint."""
+    where = f"thread {thread_id!r}" + (f" namespace {ns!r}" if ns else "")
+    log.warning("conflict: %s moved on from %s to %s; nothing committed", where, expected, actual)
+    return CheckpointConflictError(
+        f"{where} moved on while this run was working: it resumed from checkpoint "
+        f"{expected!r} but the latest checkpoint is now {actual!r} (another run committed "
+        "first). Nothing was committed by this run; reload the thread and decide whether "
+        "to continue from the new state",
+        thread_id=thread_id,
+        checkpoint_ns=ns,
+        expected=expected,
+        actual=actual,
+    )

@@ -1,0 +1,362 @@
+"""History: listing checkpoints, and walking a checkpoint's parent chain.
+
+``list`` reads index items (a query per thread, a scan across threads) and loads
+them in batches. The parent-chain walk (:func:`walk_chain`) serves both delta
+channel history (LangGraph rebuilds a ``DeltaChannel`` from the writes since the
+nearest ancestor that stored its value) and ``prune`` (which must keep exactly
+those ancestors): one walk, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+    get_checkpoint_id,
+)
+
+from langgraph_s3.core import schema, values
+from langgraph_s3.core.config import checkpoint_id_of, ns_value, thread_ns
+from langgraph_s3.core.index import next_page, read_all
+from langgraph_s3.core.objects import fetch_blobs, read_envelope
+from langgraph_s3.core.read import latest, load, sorted_writes
+from langgraph_s3.core.schema import Row, WritesRow, s
+from langgraph_s3.errors import InvalidConfigError
+from langgraph_s3.keys import check_checkpoint_id
+from langgraph_s3.operations import Flow
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.state import SaverCore
+
+_LOAD_BATCH = 16
+_CHAIN_PAGE = 200
+
+
+@dataclass(frozen=True)
+class Emit:
+    """A result of :func:`list_checkpoints` (as opposed to an I/O operation)."""
+
+    value: CheckpointTuple
+
+
+def list_checkpoints(
+    core: SaverCore,
+    config: RunnableConfig | None,
+    *,
+    filter: dict[str, Any] | None = None,
+    before: RunnableConfig | None = None,
+    limit: int | None = None,
+) -> Generator[Any, Any, None]:
+    """``BaseCheckpointSaver.list``: yields I/O operations and, interleaved,
+    :class:`Emit` results in order (newest first)."""
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise InvalidConfigError(f"limit must be a non-negative int or None, got {limit!r}")
+    if filter is not None and not isinstance(filter, Mapping):
+        raise InvalidConfigError("filter must be a dict of metadata key -> value")
+    if limit == 0:
+        return
+    before_id = None
+    if before is not None:
+        before_id = get_checkpoint_id(before)
+        if before_id is not None:
+            check_checkpoint_id(before_id)
+    filter = dict(filter or {})
+    query = _Filter.of(filter, before_id)
+    if config is None:
+        items = yield from _scan_all(core, query)
+    else:
+        thread_id, _ = thread_ns(config)
+        ns = config["configurable"].get("checkpoint_ns")
+        cid = checkpoint_id_of(config)
+        items = yield from _query_thread(
+            core, thread_id, None if ns is None else ns_value(ns), cid, query
+        )
+    writes: dict[tuple[str, str], list[WritesRow]] = {}
+    rows: list[Row] = []
+    for item in items:
+        if schema.is_writes_item(item):
+            writes.setdefault(schema.checkpoint_ref(item), []).append(schema.parse_writes(item))
+        elif schema.is_checkpoint_item(item):
+            rows.append(schema.parse_row(item))
+    if config is None:
+        rows.sort(key=lambda r: r.checkpoint_id, reverse=True)
+    remaining = limit
+    for start in range(0, len(rows), _LOAD_BATCH):
+        batch = rows[start : start + _LOAD_BATCH]
+        found = [(r, writes.get(schema.checkpoint_ref(r.item), [])) for r in batch]
+        tuples = yield from load(core, found, None)
+        for tup in tuples:
+            if filter and not all(tup.metadata.get(k) == v for k, v in filter.items()):
+                continue
+            yield Emit(tup)
+            if remaining is not None:
+                remaining -= 1
+                if remaining <= 0:
+                    return
+
+
+@dataclass
+class _Filter:
+    """The server-side part of a list filter: metadata equality on indexed values.
+
+    Values the index cannot hold are checked on the loaded metadata instead.
+    """
+
+    names: dict[str, str]
+    values: dict[str, Any]
+    condition: str  # on checkpoint items ("" if none)
+    before_id: str | None
+
+    @classmethod
+    def of(cls, filter: Mapping[str, Any], before_id: str | None) -> _Filter:
+        names: dict[str, str] = {}
+        vals: dict[str, Any] = {}
+        conds: list[str] = []
+        for i, (k, v) in enumerate(filter.items()):
+            indexed = schema.metadata_index_value(v)
+            if indexed is None or not isinstance(k, str) or not k:
+                continue
+            names[f"#f{i}"] = k
+            vals[f":f{i}"] = s(indexed)
+            conds.append(f"#md.#f{i} = :f{i}")
+        if conds:
+            names["#md"] = schema.METADATA
+        return cls(names, vals, " AND ".join(conds), before_id)
+
+    def clauses(self) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+        """Filter clauses (writes items pass, checkpoint items must match) and the
+        names and values they use, plus the ``before`` bound."""
+        names = {**self.names, "#tid": schema.TASK_ID, "#h": schema.DIGEST}
+        vals = dict(self.values)
+        match = f" AND {self.condition}))" if self.condition else "))"
+        clauses = ["(attribute_exists(#tid) OR (attribute_exists(#h)" + match]
+        if self.before_id is not None:
+            clauses.append("#cid < :before")
+            names["#cid"] = schema.CID
+            vals[":before"] = s(self.before_id)
+        return clauses, names, vals
+
+
+def _scan_all(core: SaverCore, query: _Filter) -> Flow[list[dict[str, Any]]]:
+    clauses, names, vals = query.clauses()
+    if core.layout.prefix:
+        clauses.insert(1, "begins_with(pk, :prefix)")
+        vals[":prefix"] = s(core.layout.prefix)
+    request: dict[str, Any] = {
+        "TableName": core.table,
+        "FilterExpression": " AND ".join(clauses),
+        "ExpressionAttributeNames": names,
+    }
+    if vals:
+        request["ExpressionAttributeValues"] = vals
+    items = yield from read_all(request)
+    return [i for i in items if core.layout.owns_pk(i[schema.PK]["S"])]
+
+
+def _query_thread(
+    core: SaverCore, thread_id: str, ns: str | None, cid: str | None, query: _Filter
+) -> Flow[list[dict[str, Any]]]:
+    clauses, names, vals = query.clauses()
+    vals[":pk"] = s(core.layout.pk(thread_id))
+    if ns is not None and cid is not None:
+        key_cond = "pk = :pk AND sk BETWEEN :lo AND :hi"
+        vals[":lo"] = s(core.layout.checkpoint_sk(ns, cid))
+        vals[":hi"] = s(core.layout.writes_upper_sk(ns, cid))
+    elif ns is not None and query.before_id is not None:
+        key_cond = "pk = :pk AND sk BETWEEN :lo AND :hi"
+        vals[":lo"] = s(core.layout.ns_prefix_sk(ns))
+        vals[":hi"] = s(core.layout.checkpoint_sk(ns, query.before_id))
+    else:
+        key_cond = "pk = :pk AND begins_with(sk, :pre)"
+        vals[":pre"] = s(core.layout.ns_prefix_sk(ns) if ns is not None else "c#")
+    if cid is not None:
+        clauses.insert(1, "#cid = :cid")
+        vals[":cid"] = s(cid)
+        names["#cid"] = schema.CID
+    items = yield from read_all(
+        {
+            "TableName": core.table,
+            "KeyConditionExpression": key_cond,
+            "FilterExpression": " AND ".join(clauses),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": vals,
+            "ScanIndexForward": False,
+        }
+    )
+    return items
+
+
+# ------------------------------------------------------------- the chain walk
+Seeds = dict[str, tuple[list[Any], dict[str, Any]]]
+
+
+def walk_chain(
+    core: SaverCore,
+    rows: Mapping[str, Row],
+    cursor: str | None,
+    remaining: set[str],
+    visit: Callable[[Row], None],
+) -> Flow[tuple[str | None, Seeds]]:
+    """Follow parent links from ``cursor`` through ``rows`` until every channel in
+    ``remaining`` has found the nearest ancestor that stores its value.
+
+    ``visit`` sees each checkpoint passed (before its values are looked at). Found
+    channels leave ``remaining``. Returns where the walk stopped (a checkpoint not
+    in ``rows`` yet, or None at the root) and, per channel found, its value entry
+    and that ancestor's envelope. Only checkpoints whose index item does not mark
+    the channel as unstored are read.
+    """
+    seeds: Seeds = {}
+    while remaining and cursor is not None and cursor in rows:
+        row = rows[cursor]
+        visit(row)
+        candidates = remaining - row.unstored
+        if candidates:
+            env = yield from read_envelope(core, row)
+            for ch in candidates:
+                if ch in env["ch"]:
+                    seeds[ch] = (env["ch"][ch], env)
+                    remaining.discard(ch)
+        cursor = row.parent_id
+    return cursor, seeds
+
+
+def kept_chain(core: SaverCore, rows: Mapping[str, Row]) -> Flow[set[str]]:
+    """The latest checkpoint plus the ancestors its delta channels are rebuilt from."""
+    newest = rows[max(rows)]
+    keep = {newest.checkpoint_id}
+    remaining = set(newest.unstored)
+    if remaining:
+        env = yield from read_envelope(core, newest)
+        md = values.deserialize(core, env["md"][0], env["md"][1], "metadata", env["_key"])
+        remaining = delta_channels(md, remaining)
+    yield from walk_chain(
+        core, rows, newest.parent_id, remaining, lambda r: keep.add(r.checkpoint_id)
+    )
+    return keep
+
+
+def delta_channels(metadata: Mapping[str, Any], unstored: set[str]) -> set[str]:
+    """Of the versioned channels a checkpoint stores no value for, the delta channels.
+
+    LangGraph rebuilds only a ``DeltaChannel`` from ancestors; any other channel with
+    no stored value is empty (``__start__``, ``branch:to:...`` once consumed). A delta
+    channel not snapshotted at a checkpoint always has counters in its metadata
+    (the superstep count grows every step); threads of older writers only carry
+    the ``delta_writes_versioned`` marker, and then every such channel counts.
+    """
+    if metadata.get("delta_writes_versioned"):
+        return set(unstored)
+    counters = metadata.get("counters_since_delta_snapshot")
+    return unstored & set(counters) if isinstance(counters, Mapping) else set()
+
+
+# ------------------------------------------------------------- delta history
+def delta_history(
+    core: SaverCore, config: RunnableConfig, channels: Sequence[str]
+) -> Flow[Mapping[str, DeltaChannelHistory]]:
+    """``get_delta_channel_history``: per channel, the nearest ancestor's stored value
+    (the seed) and the writes since, oldest first.
+
+    The chain is read in index pages (newest first), not one GET per ancestor: the
+    walk advances as far as the pages read so far reach, then reads the next page.
+    """
+    if not channels:
+        return {}
+    thread_id, ns = thread_ns(config)
+    cid = checkpoint_id_of(config)
+    if cid is None:
+        found = yield from latest(core, thread_id, ns)
+        if found is None:
+            return {ch: {"writes": []} for ch in channels}
+        cid = found[0].checkpoint_id
+    request: dict[str, Any] | None = {
+        "TableName": core.table,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+        "ExpressionAttributeValues": {
+            ":pk": s(core.layout.pk(thread_id)),
+            ":lo": s(core.layout.ns_prefix_sk(ns)),
+            ":hi": s(core.layout.checkpoint_sk(ns, cid)),
+        },
+        "ScanIndexForward": False,
+        "ConsistentRead": True,
+        "Limit": _CHAIN_PAGE,
+    }
+    rows: dict[str, Row] = {}
+    writes: dict[str, list[WritesRow]] = {}
+    remaining = set(channels)
+    collected: list[list[tuple[str, str, Any, str]]] = []  # newest checkpoint first
+    seeds: Seeds = {}
+
+    def visit(row: Row) -> None:
+        collected.append(sorted_writes(writes.get(row.checkpoint_id, []), remaining))
+
+    cursor: str | None = None
+    started = False
+    while remaining:
+        if request is not None:
+            page, request = yield from next_page(request)
+            _add_page(page, rows, writes)
+        if not started:
+            if cid not in rows:
+                if request is None:
+                    return {ch: {"writes": []} for ch in channels}
+                continue
+            started = True
+            cursor = rows[cid].parent_id
+        cursor, found_seeds = yield from walk_chain(core, rows, cursor, remaining, visit)
+        seeds.update(found_seeds)
+        if cursor is None or (request is None and cursor not in rows):
+            break
+    return (yield from _decode_history(core, thread_id, channels, collected, seeds))
+
+
+def _add_page(
+    items: list[dict[str, Any]], rows: dict[str, Row], writes: dict[str, list[WritesRow]]
+) -> None:
+    for item in items:
+        if schema.is_checkpoint_item(item):
+            row = schema.parse_row(item)
+            rows[row.checkpoint_id] = row
+        elif schema.is_writes_item(item):
+            w = schema.parse_writes(item)
+            writes.setdefault(w.checkpoint_id, []).append(w)
+
+
+def _decode_history(
+    core: SaverCore,
+    thread_id: str,
+    channels: Sequence[str],
+    collected: list[list[tuple[str, str, Any, str]]],
+    seeds: Seeds,
+) -> Flow[dict[str, DeltaChannelHistory]]:
+    keys = [
+        k
+        for entries in collected
+        for _, _, e, _ in entries
+        for k in values.entry_keys(core, thread_id, e)
+    ]
+    keys += [k for e, _ in seeds.values() for k in values.entry_keys(core, thread_id, e)]
+    payloads = yield from fetch_blobs(core, keys)
+    result: dict[str, DeltaChannelHistory] = {}
+    for ch in channels:
+        ch_writes: list[PendingWrite] = [
+            (tid, c, values.decode_value(core, thread_id, e, payloads, f"write to {c!r}", sk))
+            for entries in reversed(collected)
+            for tid, c, e, sk in entries
+            if c == ch
+        ]
+        history: DeltaChannelHistory = {"writes": ch_writes}
+        if ch in seeds:
+            entry, env = seeds[ch]
+            history["seed"] = values.decode_value(
+                core, thread_id, entry, payloads, f"channel {ch!r}", env["_key"]
+            )
+        result[ch] = history
+    return result

@@ -1,0 +1,244 @@
+"""How a checkpoint tuple is read: find its index item, load its objects, assemble it.
+
+A read of the latest checkpoint is usually one query (newest items first: the
+latest checkpoint item and its writes) plus, when the body is not in the item, one
+round trip for the object and its blobs together. Everything loaded is verified
+against the digests the index records (:mod:`langgraph_s3.core.objects`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort_key
+
+from langgraph_s3 import guard
+from langgraph_s3.core import schema, values
+from langgraph_s3.core.config import checkpoint_id_of, thread_ns
+from langgraph_s3.core.index import next_page, read_all
+from langgraph_s3.core.objects import fetch_blobs, read_envelopes
+from langgraph_s3.core.schema import Row, WritesRow, n, s
+from langgraph_s3.operations import Ddb, Flow, S3HeadBucket, response
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.state import SaverCore
+
+Found = tuple[Row, list[WritesRow]]
+_QUERY_PAGE = 50
+
+
+def get_tuple(core: SaverCore, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
+    """``BaseCheckpointSaver.get_tuple``: the latest checkpoint, or the one named."""
+    thread_id, ns = thread_ns(config)
+    cid = checkpoint_id_of(config)
+    if cid is None:
+        found = yield from latest(core, thread_id, ns)
+        if found is not None and core.touch_on_read:
+            yield from _touch(core, found[0])
+    else:
+        found = yield from exact(core, thread_id, ns, cid)
+    if found is None:
+        return None
+    tuples = yield from load(core, [found], config if cid is not None else None, remember=True)
+    # The thread id in the answer tells this run's puts whether they continue the
+    # head (a read of the latest) or fork (an exact read): see guard.py.
+    got = tuples[0]
+    conf = dict(got.config["configurable"])
+    if cid is None:
+        conf["thread_id"] = guard.read_latest(thread_id, ns, found[0].checkpoint_id)
+    else:
+        conf["thread_id"] = guard.read_exact(config["configurable"], thread_id, ns, cid)
+    return got._replace(config={**got.config, "configurable": conf})
+
+
+def latest(core: SaverCore, thread_id: str, ns: str) -> Flow[Found | None]:
+    """The newest checkpoint item of ``(thread, ns)`` and its writes: one query, usually."""
+    request: dict[str, Any] | None = {
+        "TableName": core.table,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :pre)",
+        "ExpressionAttributeValues": {
+            ":pk": s(core.layout.pk(thread_id)),
+            ":pre": s(core.layout.ns_prefix_sk(ns)),
+        },
+        "ScanIndexForward": False,
+        "ConsistentRead": True,
+        # Usually the newest few items are the latest checkpoint and its writes;
+        # DynamoDB bills every item a page reads, so start small.
+        "Limit": 8,
+    }
+    writes: list[dict[str, Any]] = []
+    while request is not None:
+        if core.bucket_checked:
+            items, request = yield from next_page(request)
+        else:
+            # A run starts with this read; checking the bucket alongside it keeps
+            # the check off the first put's critical path.
+            page, _ = yield [Ddb("query", request), S3HeadBucket()]
+            core.bucket_checked = True
+            last = response(page).get("LastEvaluatedKey")
+            items = page.get("Items", [])
+            request = {**request, "ExclusiveStartKey": last} if last else None
+        for item in items:
+            if schema.is_checkpoint_item(item):
+                row = schema.parse_row(item)
+                mine = [schema.parse_writes(w) for w in writes]
+                return row, [w for w in mine if w.checkpoint_id == row.checkpoint_id]
+            if schema.is_writes_item(item):
+                writes.append(item)
+        if request is not None:
+            request["Limit"] = _QUERY_PAGE
+    return None
+
+
+def exact(core: SaverCore, thread_id: str, ns: str, cid: str) -> Flow[Found | None]:
+    """The checkpoint item ``cid`` of ``(thread, ns)`` and its writes."""
+    items = yield from read_all(
+        {
+            "TableName": core.table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": s(core.layout.pk(thread_id)),
+                ":lo": s(core.layout.checkpoint_sk(ns, cid)),
+                ":hi": s(core.layout.writes_upper_sk(ns, cid)),
+            },
+            "ConsistentRead": True,
+        }
+    )
+    row = next((schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)), None)
+    if row is None:
+        return None
+    return row, [schema.parse_writes(i) for i in items if schema.is_writes_item(i)]
+
+
+def _touch(core: SaverCore, row: Row) -> Flow[None]:
+    """Record a read on the head item, so retention counts it as activity."""
+    yield Ddb(
+        "update_item",
+        {
+            "TableName": core.table,
+            "Key": {schema.PK: row.item[schema.PK], schema.SK: s(core.layout.head_sk(row.ns))},
+            "UpdateExpression": "SET #rd = :now",
+            "ConditionExpression": "attribute_exists(#c)",
+            "ExpressionAttributeNames": {"#rd": schema.READ_AT, "#c": schema.CID},
+            "ExpressionAttributeValues": {":now": n(core.now_ms())},
+        },
+        expect=frozenset({"ConditionalCheckFailedException"}),
+    )
+
+
+def load(
+    core: SaverCore,
+    found: Sequence[Found],
+    requested: RunnableConfig | None,
+    remember: bool = False,
+) -> Flow[list[CheckpointTuple]]:
+    """Turn index items into CheckpointTuples: objects and write blobs, then value blobs.
+
+    ``remember``: the caller is about to continue from this checkpoint, so its
+    blob entries become the hints the next put() chunks against.
+    """
+    if not found:
+        return []
+    write_keys = [
+        k
+        for row, ws in found
+        for w in ws
+        for _, rec in w.records
+        for k in values.entry_keys(core, row.thread_id, rec[1])
+    ]
+    # Checkpoint objects, pending-write blobs and the value blobs the index names
+    # go out in the same round trip.
+    prefetch = [
+        core.layout.blob_key(row.thread_id, d.hex()) for row, _ in found for d in row.prefetch
+    ]
+    fetched: dict[str, bytes] = {}
+    envs = yield from read_envelopes(core, [r for r, _ in found], write_keys, prefetch, fetched)
+    write_payloads = yield from fetch_blobs(core, write_keys, fetched)
+    value_keys = [
+        k
+        for (row, _), env in zip(found, envs, strict=True)
+        for entry in env["ch"].values()
+        for k in values.entry_keys(core, row.thread_id, entry)
+    ]
+    payloads = yield from fetch_blobs(core, value_keys, fetched)
+    payloads.update(write_payloads)
+    out = []
+    for (row, ws), env in zip(found, envs, strict=True):
+        out.append(assemble(core, row, ws, env, payloads, requested))
+        if remember:
+            for name, entry in env["ch"].items():
+                values.remember_latest(core, row.thread_id, row.ns, name, entry)
+    return out
+
+
+def assemble(
+    core: SaverCore,
+    row: Row,
+    writes: list[WritesRow],
+    env: dict[str, Any],
+    payloads: Mapping[str, bytes],
+    requested: RunnableConfig | None,
+) -> CheckpointTuple:
+    """A CheckpointTuple from an index row, its writes, its envelope and blob payloads."""
+    key = env["_key"]
+    checkpoint = values.deserialize(core, env["cp"][0], env["cp"][1], "checkpoint", key)
+    channel_values = {}
+    for name, entry in env["ch"].items():
+        channel_values[name] = values.decode_value(
+            core, row.thread_id, entry, payloads, f"channel {name!r}", key
+        )
+        version = str(checkpoint["channel_versions"].get(name))
+        core.caches.entries.put(
+            (row.thread_id, row.ns, name, version), entry, values.entry_size(entry)
+        )
+        for k in values.entry_keys(core, row.thread_id, entry):
+            core.caches.known_blobs.put(k, True)
+    checkpoint["channel_values"] = channel_values
+    metadata = values.deserialize(core, env["md"][0], env["md"][1], "metadata", key)
+    ids = {"thread_id": row.thread_id, "checkpoint_ns": row.ns}
+    return CheckpointTuple(
+        config=(
+            requested
+            if requested is not None
+            else {"configurable": {**ids, "checkpoint_id": row.checkpoint_id}}
+        ),
+        checkpoint=checkpoint,
+        metadata=metadata,
+        parent_config=(
+            {"configurable": {**ids, "checkpoint_id": row.parent_id}} if row.parent_id else None
+        ),
+        pending_writes=pending_writes(core, row.thread_id, writes, payloads),
+    )
+
+
+def sorted_writes(
+    writes: Iterable[WritesRow], channels: set[str] | None = None
+) -> list[tuple[str, str, Any, str]]:
+    """Pending writes in LangGraph's order (``writes_sort_key``): (task id, channel,
+    value entry, sort key of the item), only of ``channels`` if given."""
+    flat = [
+        (w.task_path, w.task_id, idx, rec, w.sk)
+        for w in writes
+        for idx, rec in w.records
+        if channels is None or rec[0] in channels
+    ]
+    flat.sort(key=lambda x: writes_sort_key(x[0], x[1], x[2]))
+    return [(task_id, rec[0], rec[1], sk) for _, task_id, _, rec, sk in flat]
+
+
+def pending_writes(
+    core: SaverCore, thread_id: str, writes: Iterable[WritesRow], payloads: Mapping[str, bytes]
+) -> list[PendingWrite]:
+    """A checkpoint's pending writes, decoded, in LangGraph's order."""
+    return [
+        (
+            task_id,
+            channel,
+            values.decode_value(
+                core, thread_id, entry, payloads, f"write to channel {channel!r}", sk
+            ),
+        )
+        for task_id, channel, entry, sk in sorted_writes(writes)
+    ]

@@ -1,0 +1,362 @@
+"""The DynamoDB index schema: attribute names, items, and the requests that write them.
+
+``docs/layout.md`` ("The index") is the table this module mirrors: one partition per
+thread (``pk``), and under it, by sort key, the checkpoint items, the pending writes
+of each task, the head of each namespace and, in cross-region setups, the owner.
+Nothing here performs I/O; the flows yield the requests built here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from langgraph_s3 import codec
+from langgraph_s3.operations import DdbFailure
+
+# Keys of every item.
+PK, SK = "pk", "sk"
+# Checkpoint items (and some of them on heads and writes items).
+THREAD = "th"  #: raw thread id
+NS = "ns"  #: raw checkpoint namespace
+CID = "cid"  #: checkpoint id (on heads: the latest one)
+PARENT = "p"  #: parent checkpoint id
+DIGEST = "h"  #: SHA-256 of the checkpoint object; its presence marks a checkpoint item
+SIZE = "sz"  #: size of the checkpoint object
+BODY = "b"  #: the checkpoint object itself, when small
+PREFETCH = "pf"  #: digests of the value blobs a reader GETs beside the object
+AT = "at"  #: commit / last write time, ms
+RUN = "run"  #: run id (key of the by_run index)
+METADATA = "md"  #: metadata index: key -> metadata_index_value
+UNSTORED = "e"  #: channels with a version but no stored value (delta channels)
+# Pending-writes items.
+TASK_ID = "tid"  #: its presence marks a pending-writes item
+TASK_PATH = "tp"
+# Heads and owners.
+READ_AT = "rd"  #: last read of the latest checkpoint (touch_on_read), ms
+REGION = "region"  #: the region that owns the thread
+EXPIRES_AT = "expires_at"  #: DynamoDB TTL attribute
+
+#: Global secondary index of checkpoint items by run id (``delete_for_runs``).
+GSI_RUN = "by_run"
+#: Sort key of the item naming the region that owns a thread (cross-region setups).
+OWNER_SK = "o"
+#: Marker between a checkpoint's sort key and its pending writes' task.
+WRITES_MARK = "#w#"
+
+
+def s(value: str) -> dict[str, str]:
+    """A DynamoDB string value."""
+    return {"S": value}
+
+
+def n(value: int | float) -> dict[str, str]:
+    """A DynamoDB number value."""
+    return {"N": str(value)}
+
+
+def b(value: bytes) -> dict[str, bytes]:
+    """A DynamoDB binary value."""
+    return {"B": value}
+
+
+def text(item: Mapping[str, Any], name: str) -> str | None:
+    """A string attribute of an item, or None."""
+    attr = item.get(name)
+    return None if attr is None else cast(str, attr["S"])
+
+
+def metadata_index_value(value: Any) -> str | None:
+    """The string the index stores for a metadata value, or None if it is not indexed.
+
+    Equal Python values get equal strings (``1 == 1.0 == True``), so a server-side
+    equality filter never drops a checkpoint that Python equality would keep.
+    """
+    if isinstance(value, bool | int):
+        return f"n:{int(value)}"
+    if isinstance(value, float):
+        return f"n:{int(value)}" if value.is_integer() else f"n:{value!r}"
+    if isinstance(value, str):
+        return f"s:{value}" if len(value) <= 512 else None
+    if value is None:
+        return "z"
+    return None
+
+
+@dataclass
+class Row:
+    """A checkpoint item of the index."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    digest: str
+    #: Versioned channels the checkpoint stores no value for (delta channels).
+    unstored: frozenset[str]
+    item: dict[str, Any]
+    body: bytes | None = None  # the checkpoint object, when stored in the index item
+    # Digests of the value blobs of a checkpoint whose object is in S3, so a reader
+    # can fetch them together with the object instead of after it.
+    prefetch: tuple[bytes, ...] = ()
+
+
+@dataclass
+class WritesRow:
+    """A pending-writes item of the index: the writes of one task."""
+
+    task_id: str
+    task_path: str
+    checkpoint_id: str
+    records: list[tuple[int, Any]]  # (idx, [channel, value entry])
+    sk: str
+
+
+def is_checkpoint_item(item: Mapping[str, Any]) -> bool:
+    return DIGEST in item
+
+
+def is_writes_item(item: Mapping[str, Any]) -> bool:
+    return TASK_ID in item
+
+
+def parse_row(item: dict[str, Any]) -> Row:
+    """A checkpoint item as a :class:`Row`."""
+    return Row(
+        thread_id=item[THREAD]["S"],
+        ns=item[NS]["S"],
+        checkpoint_id=item[CID]["S"],
+        parent_id=text(item, PARENT),
+        digest=item[DIGEST]["S"],
+        unstored=frozenset(item.get(UNSTORED, {}).get("SS", ())),
+        item=item,
+        body=item[BODY]["B"] if BODY in item else None,
+        prefetch=_split_digests(item.get(PREFETCH, {}).get("B")),
+    )
+
+
+def _split_digests(data: object) -> tuple[bytes, ...]:
+    # A hint only: the object's own entries say what is read, so a malformed
+    # attribute is ignored rather than failing the read.
+    if not isinstance(data, bytes) or len(data) % 32:
+        return ()
+    return tuple(data[i : i + 32] for i in range(0, len(data), 32))
+
+
+def parse_writes(item: dict[str, Any]) -> WritesRow:
+    """A pending-writes item as a :class:`WritesRow` (records checked and unpacked)."""
+    records = []
+    for name, attr in item.items():
+        idx = record_index(name)
+        if idx is not None:
+            key = f"{item[PK]['S']}|{item[SK]['S']}|{name}"
+            records.append((idx, codec.unpack_record(attr["B"], key=key)))
+    return WritesRow(
+        task_id=item[TASK_ID]["S"],
+        task_path=item.get(TASK_PATH, {}).get("S", ""),
+        checkpoint_id=item[CID]["S"],
+        records=records,
+        sk=item[SK]["S"],
+    )
+
+
+def record_attr(idx: int) -> str:
+    """The attribute of the write with index ``idx``: ``w0``, ``w1``, … or ``m1``…``m4``."""
+    return f"w{idx}" if idx >= 0 else f"m{-idx}"
+
+
+def record_index(name: str) -> int | None:
+    """The write index an attribute holds, or None if it holds no write."""
+    if len(name) > 1 and name[1:].isdigit():
+        if name[0] == "w":
+            return int(name[1:])
+        if name[0] == "m":
+            return -int(name[1:])
+    return None
+
+
+def checkpoint_ref(item: Mapping[str, Any]) -> tuple[str, str]:
+    """(partition key, checkpoint sort key) of the checkpoint a checkpoint or writes
+    item belongs to."""
+    return item[PK]["S"], item[SK]["S"].split(WRITES_MARK, 1)[0]
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """A TransactWriteItems request that knows which item each cancellation reason is about.
+
+    DynamoDB reports why a transaction was cancelled as a list in request order;
+    naming each part by its role when the request is built keeps the decoding next
+    to the positions it depends on.
+    """
+
+    parts: tuple[tuple[str, dict[str, Any]], ...]  # (role, TransactItem)
+    token: str | None = None
+
+    def request(self) -> dict[str, Any]:
+        request: dict[str, Any] = {"TransactItems": [part for _, part in self.parts]}
+        if self.token is not None:
+            request["ClientRequestToken"] = self.token
+        return request
+
+    def failed_checks(self, failure: DdbFailure) -> dict[str, Mapping[str, Any]]:
+        """Role -> cancellation reason, for each part whose condition failed."""
+        reasons = failure.response.get("CancellationReasons") or []
+        return {
+            role: reason
+            for (role, _), reason in zip(self.parts, reasons, strict=False)
+            if reason.get("Code") == "ConditionalCheckFailed"
+        }
+
+    @staticmethod
+    def codes(failure: DdbFailure) -> list[str | None]:
+        """The cancellation reason codes, in request order."""
+        return [r.get("Code") for r in failure.response.get("CancellationReasons") or []]
+
+    def without(self, role: str, token: str | None) -> Transaction:
+        """The same transaction without its ``role`` parts (and a new token)."""
+        return Transaction(tuple(p for p in self.parts if p[0] != role), token)
+
+
+def ownership_check(
+    table: str, pk: dict[str, str], region: str, *, home: bool
+) -> tuple[str, dict[str, Any]]:
+    """The ``owner`` part of a transaction: this region owns the thread.
+
+    The home region owns every thread no other region has claimed.
+    """
+    return (
+        "owner",
+        {
+            "ConditionCheck": {
+                "TableName": table,
+                "Key": {PK: pk, SK: s(OWNER_SK)},
+                "ConditionExpression": (
+                    "attribute_not_exists(#r) OR #r = :me" if home else "#r = :me"
+                ),
+                "ExpressionAttributeNames": {"#r": REGION},
+                "ExpressionAttributeValues": {":me": s(region)},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        },
+    )
+
+
+def head_update(
+    table: str, item: Mapping[str, Any], head_sk: str, expected: str | None, guarded: bool
+) -> dict[str, Any]:
+    """Move a namespace's head to the checkpoint ``item`` (the commit's ``head`` part).
+
+    A guarded continuation moves it only from ``expected`` (its parent; ``None``:
+    only if the namespace has no head yet); a fork moves it only forward.
+    """
+    head: dict[str, Any] = {
+        "TableName": table,
+        "Key": {PK: item[PK], SK: s(head_sk)},
+        "UpdateExpression": "SET #c = :c, #th = :th, #ns = :ns, #at = :at",
+        "ExpressionAttributeNames": {"#c": CID, "#th": THREAD, "#ns": NS, "#at": AT},
+        "ExpressionAttributeValues": {
+            ":c": item[CID],
+            ":th": item[THREAD],
+            ":ns": item[NS],
+            ":at": item[AT],
+        },
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    if guarded and expected is None:
+        head["ConditionExpression"] = "attribute_not_exists(#c)"
+    elif guarded:
+        head["ConditionExpression"] = "attribute_not_exists(#c) OR #c = :p"
+        head["ExpressionAttributeValues"][":p"] = s(str(expected))
+    else:
+        head["ConditionExpression"] = "attribute_not_exists(#c) OR #c <= :c"
+    return head
+
+
+def writes_updates(
+    table: str,
+    key: dict[str, Any],
+    base: Mapping[str, Any],
+    packed: Mapping[int, bytes],
+    budget: int,
+) -> list[dict[str, Any]]:
+    """UpdateItem requests storing records ``packed`` (index -> record) on a writes item.
+
+    One request whatever the number of writes, unless DynamoDB's 4 KB expression
+    limit (``budget``) forces a split (about 140 writes in one call). A regular
+    write is never overwritten (a retried task resends the same values); a special
+    one (index < 0) is, like ``InMemorySaver`` replaces it.
+    """
+    clauses: list[tuple[str, str, Any]] = []
+    for i, data in packed.items():
+        name = record_attr(i)
+        placeholder = f":{name}"
+        clause = (
+            f"{name} = if_not_exists({name}, {placeholder})"
+            if i >= 0
+            else f"{name} = {placeholder}"
+        )
+        clauses.append((clause, placeholder, b(data)))
+    groups: list[list[tuple[str, str, Any]]] = [[]]
+    length = 0
+    for part in clauses:
+        if groups[-1] and length + len(part[0]) > budget:
+            groups.append([])
+            length = 0
+        groups[-1].append(part)
+        length += len(part[0]) + 2
+    updates = []
+    for group in groups:
+        values = {f":{k}": v for k, v in base.items()}
+        values.update({p: v for _, p, v in group})
+        updates.append(
+            {
+                "TableName": table,
+                "Key": key,
+                "UpdateExpression": (
+                    "SET #tid = :tid, #tp = if_not_exists(#tp, :tp), #cid = :cid, #at = :at, "
+                    + ", ".join(c for c, _, _ in group)
+                ),
+                "ExpressionAttributeNames": {
+                    "#tid": TASK_ID,
+                    "#tp": TASK_PATH,
+                    "#cid": CID,
+                    "#at": AT,
+                },
+                "ExpressionAttributeValues": values,
+            }
+        )
+    return updates
+
+
+def table_definition(table: str) -> dict[str, Any]:
+    """The CreateTable request of ``setup()`` (``infra/storage.yaml`` declares the same)."""
+    return {
+        "TableName": table,
+        "AttributeDefinitions": [
+            {"AttributeName": PK, "AttributeType": "S"},
+            {"AttributeName": SK, "AttributeType": "S"},
+            {"AttributeName": RUN, "AttributeType": "S"},
+        ],
+        "KeySchema": [
+            {"AttributeName": PK, "KeyType": "HASH"},
+            {"AttributeName": SK, "KeyType": "RANGE"},
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": GSI_RUN,
+                "KeySchema": [
+                    {"AttributeName": RUN, "KeyType": "HASH"},
+                    {"AttributeName": SK, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+
+
+def keys_of(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The primary keys of items."""
+    return [{PK: i[PK], SK: i[SK]} for i in items]

@@ -1,0 +1,142 @@
+"""What a saver holds between calls: its settings, its caches and its shared uploads.
+
+``SaverCore`` is the base class of ``S3Saver`` and ``AsyncS3Saver``. It holds state
+only; the flows in the other modules of :mod:`langgraph_s3.core` take it as their
+first argument and decide what to read and write.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_s3.cache import LRU
+from langgraph_s3.core.config import (
+    DEFAULT_INLINE_THRESHOLD,
+    INDEX_INLINE_LIMIT,
+    check_settings,
+)
+from langgraph_s3.core.uploads import SharedUploads
+from langgraph_s3.errors import InvalidConfigError
+from langgraph_s3.keys import Layout, normalize_prefix
+from langgraph_s3.regions import CrossRegion
+
+
+class Caches:
+    """The saver's caches. Each is bounded; those that vouch for an object's existence
+    are trusted for ``ttl`` seconds only (garbage collection's grace period must be
+    longer; see docs/retention.md)."""
+
+    def __init__(self, cache_bytes: int, ttl: float) -> None:
+        #: (thread, ns, channel, version) -> value entry; lets put() skip serializing
+        #: channels whose version did not move.
+        self.entries: LRU[tuple[str, str, str, str], list[Any]] = LRU(50_000, cache_bytes, ttl=ttl)
+        #: object key -> content: blob payloads and checkpoint bodies. Both are
+        #: immutable (named by their digest), so never stale.
+        self.objects: LRU[str, bytes] = LRU(100_000, cache_bytes)
+        #: blob keys known to exist, so put() does not upload them again.
+        self.known_blobs: LRU[str, bool] = LRU(200_000, ttl=ttl)
+        #: (thread, ns, channel) -> the blob entry of the channel's latest version this
+        #: saver wrote or read: the next version usually extends it (a message list),
+        #: so its blobs are re-used after verification.
+        self.latest: LRU[tuple[str, str, str], list[Any]] = LRU(50_000, cache_bytes, ttl=ttl)
+
+    def forget_thread(self, thread_id: str, prefix: str) -> None:
+        """Drop everything about a thread (whose objects live under ``prefix``)."""
+        self.objects.discard(lambda k: k.startswith(prefix))
+        self.known_blobs.discard(lambda k: k.startswith(prefix))
+        self.entries.discard(lambda k: k[0] == thread_id)
+        self.latest.discard(lambda k: k[0] == thread_id)
+
+
+class SaverCore(BaseCheckpointSaver[str]):
+    """Everything ``S3Saver`` and ``AsyncS3Saver`` share: settings, caches, uploads."""
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        table: str,
+        prefix: str = "",
+        serde: SerializerProtocol | None = None,
+        compression_level: int = 3,
+        inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+        index_inline_limit: int = INDEX_INLINE_LIMIT,
+        max_concurrency: int = 64,
+        cache_bytes: int = 64 * 1024 * 1024,
+        cache_ttl: float = 1200.0,
+        touch_on_read: bool = False,
+        region_name: str | None = None,
+        cross_region: CrossRegion | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        check_settings(
+            bucket=bucket,
+            table=table,
+            compression_level=compression_level,
+            inline_threshold=inline_threshold,
+            index_inline_limit=index_inline_limit,
+            max_concurrency=max_concurrency,
+            region_name=region_name,
+            cross_region=cross_region,
+        )
+        super().__init__(serde=serde or JsonPlusSerializer())
+        if getattr(self.serde, "pickle_fallback", False) or getattr(
+            getattr(self.serde, "serde", None), "pickle_fallback", False
+        ):
+            raise InvalidConfigError(
+                "serializers with pickle_fallback=True are refused: loading pickled data "
+                "executes code. Pass a serde without pickle fallback"
+            )
+        self.bucket = bucket
+        self.table = table
+        self.layout = Layout(normalize_prefix(prefix))
+        self.compression_level = compression_level
+        self.inline_threshold = inline_threshold
+        self.index_inline_limit = index_inline_limit
+        self.max_concurrency = max_concurrency
+        self.clock = clock
+        self.touch_on_read = touch_on_read
+        self.region_name = region_name
+        self.cross_region = cross_region
+        self.caches = Caches(cache_bytes, cache_ttl)
+        #: LangGraph hands a new value to the saver twice at once (the task's pending
+        #: write and the next checkpoint): the second upload waits for the first.
+        self.uploads = SharedUploads()
+        #: Whether the bucket is known to exist (checked once, beside a first request).
+        self.bucket_checked = False
+
+    @property
+    def is_replica(self) -> bool:
+        """True when this saver runs outside the home region of a cross-region setup."""
+        return self.cross_region is not None and self.region_name != self.cross_region.home_region
+
+    def now_ms(self) -> int:
+        """The saver clock in milliseconds, as the index records times."""
+        return int(self.clock() * 1000)
+
+    def request_region(self) -> str | None:
+        """The region requests go to, for messages: as configured, else the client's."""
+        ddb = getattr(self, "_ddb", None)
+        return self.region_name or getattr(getattr(ddb, "meta", None), "region_name", None)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Versions as ``InMemorySaver`` makes them: a counter plus a random tail.
+
+        The random tail keeps two forks that bump the same channel from the same
+        version apart, so a version always names one value.
+        """
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(str(current).split(".")[0])
+        # random, not uuid4: LangGraph's tests pin uuid4 to make ids deterministic.
+        return f"{current_v + 1:032}.{random.random():016}"

@@ -1,0 +1,264 @@
+"""Operations on whole threads: delete, delete by run, copy, prune.
+
+Each deletes index items before objects (once the items are gone nothing is
+visible, and a crash leaves only garbage for ``gc``) and creates objects before
+the index items that point to them (nothing in a copy is visible before what it
+points to exists). Objects are touched only where ``Layout.owns_object`` says the
+thread owns them, so one thread id never reaches another thread's objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langgraph_s3 import codec
+from langgraph_s3.core import schema, values
+from langgraph_s3.core.config import thread_value
+from langgraph_s3.core.history import kept_chain
+from langgraph_s3.core.index import delete_items, put_items, read_all, thread_items
+from langgraph_s3.core.objects import delete_objects, list_keys, object_key, read_envelopes
+from langgraph_s3.core.schema import GSI_RUN, PK, SK, Row, b, n, s
+from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
+from langgraph_s3.operations import Ddb, Flow, S3Copy, S3Put, perform_all, response
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.state import SaverCore
+
+_LOAD_BATCH = 16
+_COPY_BATCH = 256
+
+
+def delete_thread(core: SaverCore, thread_id: str) -> Flow[None]:
+    """``BaseCheckpointSaver.delete_thread``: the thread's items, then its objects."""
+    thread_id = thread_value(thread_id)
+    items = yield from thread_items(core, thread_id, keys_only=True)
+    yield from delete_items(core, schema.keys_of(items))
+    prefix = core.layout.thread_prefix(thread_id)
+    keys = yield from list_keys(core, prefix)
+    yield from delete_objects(
+        core, [k for k, _, _ in keys if core.layout.owns_object(thread_id, k)]
+    )
+    core.caches.forget_thread(thread_id, prefix)
+
+
+def delete_for_runs(core: SaverCore, run_ids: Sequence[str]) -> Flow[None]:
+    """``BaseCheckpointSaver.delete_for_runs``: checkpoints (and their writes) of runs."""
+    if isinstance(run_ids, str):
+        raise InvalidConfigError("run_ids must be a sequence of run ids, not a single string")
+    for run_id in dict.fromkeys(run_ids):
+        if not isinstance(run_id, str):
+            raise InvalidConfigError(f"run id must be a string, got {run_id!r}")
+        hits = yield from read_all(
+            {
+                "TableName": core.table,
+                "IndexName": GSI_RUN,
+                "KeyConditionExpression": "#r = :r",
+                "ExpressionAttributeNames": {"#r": schema.RUN},
+                "ExpressionAttributeValues": {":r": s(run_id)},
+            }
+        )
+        hits = [h for h in hits if core.layout.owns_pk(h[PK]["S"])]
+        if not hits:
+            continue
+        # The index projects only keys; read the items (and their writes).
+        pages = yield from perform_all(
+            [
+                Ddb(
+                    "query",
+                    {
+                        "TableName": core.table,
+                        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+                        "ExpressionAttributeValues": {
+                            ":pk": h[PK],
+                            ":lo": h[SK],
+                            ":hi": s(h[SK]["S"] + "#x"),
+                        },
+                        "ConsistentRead": True,
+                    },
+                )
+                for h in hits
+            ]
+        )
+        items = [item for page in pages for item in response(page).get("Items", [])]
+        rows = [schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)]
+        yield from drop_checkpoints(core, rows, items)
+
+
+def drop_checkpoints(
+    core: SaverCore, rows: Sequence[Row], all_items: Sequence[dict[str, Any]]
+) -> Flow[None]:
+    """Delete checkpoint items, their writes and objects; remove heads that named them."""
+    doomed = {schema.checkpoint_ref(r.item) for r in rows}
+    keys = schema.keys_of(
+        [
+            item
+            for item in all_items
+            if (schema.is_checkpoint_item(item) or schema.is_writes_item(item))
+            and schema.checkpoint_ref(item) in doomed
+        ]
+    )
+    yield from delete_items(core, keys)
+    yield from delete_objects(core, [object_key(core, r) for r in rows if r.body is None])
+    heads: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        heads.setdefault((r.item[PK]["S"], r.ns), []).append(r.checkpoint_id)
+    ops = []
+    for (pk, ns), cids in heads.items():
+        for i in range(0, len(cids), 100):
+            part = cids[i : i + 100]
+            ops.append(
+                Ddb(
+                    "delete_item",
+                    {
+                        "TableName": core.table,
+                        "Key": {PK: s(pk), SK: s(core.layout.head_sk(ns))},
+                        "ConditionExpression": "#c IN ("
+                        + ", ".join(f":c{j}" for j in range(len(part)))
+                        + ")",
+                        "ExpressionAttributeNames": {"#c": schema.CID},
+                        "ExpressionAttributeValues": {f":c{j}": s(c) for j, c in enumerate(part)},
+                    },
+                    expect=frozenset({"ConditionalCheckFailedException"}),
+                )
+            )
+    if ops:
+        yield ops
+
+
+def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -> Flow[None]:
+    """``BaseCheckpointSaver.copy_thread``: a new thread with the same history."""
+    src = thread_value(source_thread_id)
+    dst = thread_value(target_thread_id)
+    if src == dst:
+        raise InvalidConfigError("copy_thread needs two different thread ids")
+    existing = yield Ddb(
+        "query",
+        {
+            "TableName": core.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": s(core.layout.pk(dst))},
+            "Limit": 1,
+            "ConsistentRead": True,
+        },
+    )
+    if response(existing).get("Items"):
+        raise ThreadExistsError(
+            f"thread {dst!r} already has checkpoints; delete it first or copy to a new id"
+        )
+    items = yield from thread_items(core, src)
+    if not items:
+        return
+    # Blobs are copied as they are, checkpoints re-written with the new thread id;
+    # then writes items, checkpoint items and heads.
+    blob_keys = yield from list_keys(core, core.layout.blob_prefix(src))
+    src_prefix, dst_prefix = core.layout.blob_prefix(src), core.layout.blob_prefix(dst)
+    copies = [
+        S3Copy(k, dst_prefix + k[len(src_prefix) :])
+        for k, _, _ in blob_keys
+        if core.layout.owns_object(src, k)
+    ]
+    for i in range(0, len(copies), _COPY_BATCH):
+        yield copies[i : i + _COPY_BATCH]
+    rows = [schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)]
+    new_items = yield from _rewrite_checkpoints(core, rows, dst)
+    dst_pk = s(core.layout.pk(dst))
+    writes_items = [{**i, PK: dst_pk} for i in items if schema.is_writes_item(i)]
+    heads = [
+        {**i, PK: dst_pk, schema.THREAD: s(dst)}
+        for i in items
+        if not schema.is_checkpoint_item(i) and not schema.is_writes_item(i)
+    ]
+    yield from put_items(core, writes_items)
+    yield from put_items(core, new_items)
+    yield from put_items(core, heads)
+
+
+def _rewrite_checkpoints(
+    core: SaverCore, rows: Sequence[Row], dst: str
+) -> Flow[list[dict[str, Any]]]:
+    """Checkpoint bodies re-written for thread ``dst`` (uploaded when not kept in the
+    index), and the index items that will name them."""
+    new_items: list[dict[str, Any]] = []
+    dst_pk = s(core.layout.pk(dst))
+    for start in range(0, len(rows), _LOAD_BATCH):
+        batch = rows[start : start + _LOAD_BATCH]
+        envs = yield from read_envelopes(core, batch)
+        puts = []
+        for row, env in zip(batch, envs, strict=True):
+            body = values.frame_body(
+                core, {**{k: v for k, v in env.items() if k != "_key"}, "th": dst}
+            )
+            digest = codec.digest(body)
+            new_item = {
+                **row.item,
+                PK: dst_pk,
+                schema.THREAD: s(dst),
+                schema.DIGEST: s(digest),
+                schema.SIZE: n(len(body)),
+            }
+            new_item.pop(schema.BODY, None)
+            if values.in_index(core, body):
+                new_item[schema.BODY] = b(body)
+            else:
+                key = core.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, digest)
+                puts.append(S3Put(key, body))
+            new_items.append(new_item)
+        if puts:
+            yield puts
+    return new_items
+
+
+def prune(core: SaverCore, thread_ids: Sequence[str], strategy: str) -> Flow[None]:
+    """``BaseCheckpointSaver.prune``: delete threads, or keep only each namespace's
+    latest checkpoint and the ancestors its delta channels need."""
+    if strategy not in ("keep_latest", "delete"):
+        raise InvalidConfigError(
+            f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'"
+        )
+    if isinstance(thread_ids, str):
+        raise InvalidConfigError("thread_ids must be a sequence of ids, not a single string")
+    for thread_id in dict.fromkeys(thread_value(t) for t in thread_ids):
+        if strategy == "delete":
+            yield from delete_thread(core, thread_id)
+            continue
+        items = yield from thread_items(core, thread_id)
+        by_ns: dict[str, dict[str, Row]] = {}
+        for item in items:
+            if schema.is_checkpoint_item(item):
+                row = schema.parse_row(item)
+                by_ns.setdefault(row.ns, {})[row.checkpoint_id] = row
+        doomed: list[Row] = []
+        orphans: list[Row] = []
+        for rows in by_ns.values():
+            keep = yield from kept_chain(core, rows)
+            doomed.extend(r for cid, r in rows.items() if cid not in keep)
+            orphans.extend(rows[cid] for cid in keep if rows[cid].parent_id not in (None, *keep))
+        yield from drop_checkpoints(core, doomed, items)
+        yield from _unlink_parents(core, orphans)
+
+
+def _unlink_parents(core: SaverCore, rows: Sequence[Row]) -> Flow[None]:
+    """Forget the parent of kept checkpoints whose parent was pruned.
+
+    As PostgresSaver's prune does: ``parent_config`` then is ``None`` instead of
+    naming a checkpoint that no longer loads. The body keeps its ``p``; readers
+    take the parent from the index item.
+    """
+    ops = [
+        Ddb(
+            "update_item",
+            {
+                "TableName": core.table,
+                "Key": {PK: r.item[PK], SK: r.item[SK]},
+                "UpdateExpression": "REMOVE #p",
+                "ConditionExpression": "#p = :p",
+                "ExpressionAttributeNames": {"#p": schema.PARENT},
+                "ExpressionAttributeValues": {":p": s(r.parent_id or "")},
+            },
+            expect=frozenset({"ConditionalCheckFailedException"}),
+        )
+        for r in rows
+    ]
+    if ops:
+        yield ops

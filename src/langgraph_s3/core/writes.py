@@ -1,0 +1,128 @@
+"""How pending writes are stored: one index item per task, one record per write.
+
+A task's writes land in the item ``c#{ns}#{checkpoint}#w#{task}`` as checksummed
+records (``codec.pack_record``); values above ``WRITE_INLINE_THRESHOLD`` go to
+blobs first. Regular writes are never overwritten (a retried task resends the same
+values), special ones (``__error__``, ``__interrupt__``, ...) are replaced, as in
+``InMemorySaver``. See docs/layout.md ("The index").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import WRITES_IDX_MAP
+
+from langgraph_s3 import codec
+from langgraph_s3.core import schema
+from langgraph_s3.core.commit import not_owner, ownership_parts
+from langgraph_s3.core.config import WRITE_INLINE_THRESHOLD, checkpoint_id_of, thread_ns
+from langgraph_s3.core.objects import upload
+from langgraph_s3.core.schema import Transaction, n, s
+from langgraph_s3.core.values import encode_value, writes_value
+from langgraph_s3.errors import InvalidConfigError, S3SaverError
+from langgraph_s3.operations import Ddb, DdbFailure, Flow
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.state import SaverCore
+
+#: DynamoDB items are limited to 400 KB; stay well clear of it.
+ITEM_BUDGET = 300 * 1024
+#: DynamoDB caps an update expression at 4 KB.
+EXPR_BUDGET = 3800
+
+
+def put_writes(
+    core: SaverCore,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str = "",
+) -> Flow[None]:
+    """``BaseCheckpointSaver.put_writes``: store a task's writes for a checkpoint."""
+    thread_id, ns = thread_ns(config)
+    cid = checkpoint_id_of(config)
+    if cid is None:
+        raise InvalidConfigError(
+            "put_writes needs config['configurable']['checkpoint_id'] (the checkpoint "
+            "the writes belong to)"
+        )
+    if not isinstance(task_id, str):
+        raise InvalidConfigError(f"task_id must be a string, got {type(task_id).__name__}")
+    if not writes:
+        return
+    records, uploads = _encode_writes(core, thread_id, writes, task_id)
+    packed = _pack_within_budget(core, thread_id, writes, records, uploads)
+    yield from upload(core, uploads)
+
+    key = {
+        schema.PK: s(core.layout.pk(thread_id)),
+        schema.SK: s(core.layout.writes_sk(ns, cid, task_id)),
+    }
+    base = {"tid": s(task_id), "tp": s(task_path), "cid": s(cid), "at": n(core.now_ms())}
+    owner = ownership_parts(core, key[schema.PK])
+    for update in schema.writes_updates(core.table, key, base, packed, EXPR_BUDGET):
+        if not owner:
+            yield Ddb("update_item", update)
+            continue
+        # Cross-region: the write and the ownership check in one request.
+        txn = Transaction((("writes", {"Update": update}), *owner))
+        result = yield Ddb(
+            "transact_write_items",
+            txn.request(),
+            expect=frozenset({"TransactionCanceledException"}),
+        )
+        if isinstance(result, DdbFailure):
+            failed = txn.failed_checks(result)
+            if "owner" in failed:
+                raise not_owner(core, thread_id, failed["owner"])
+            raise S3SaverError(
+                f"storing writes of task {task_id!r} failed: {Transaction.codes(result)}"
+            )
+
+
+def _encode_writes(
+    core: SaverCore, thread_id: str, writes: Sequence[tuple[str, Any]], task_id: str
+) -> tuple[dict[int, list[Any]], dict[str, bytes]]:
+    """Records by write index (``[channel, value entry]``) and the blobs they need."""
+    records: dict[int, list[Any]] = {}
+    uploads: dict[str, bytes] = {}
+    for idx, (channel, value) in enumerate(writes):
+        if not isinstance(channel, str):
+            raise InvalidConfigError(f"write channel must be a string, got {channel!r}")
+        widx = WRITES_IDX_MAP.get(channel, idx)
+        entry, blobs = encode_value(
+            core,
+            thread_id,
+            value,
+            f"write to channel {channel!r} of task {task_id!r}",
+            WRITE_INLINE_THRESHOLD,
+        )
+        uploads.update(blobs)
+        records[widx] = [channel, entry]  # a later special write replaces an earlier one
+    return records, uploads
+
+
+def _pack_within_budget(
+    core: SaverCore,
+    thread_id: str,
+    writes: Sequence[tuple[str, Any]],
+    records: dict[int, list[Any]],
+    uploads: dict[str, bytes],
+) -> dict[int, bytes]:
+    """Packed records; the largest inline values move to blobs until the item fits."""
+    packed = {i: codec.pack_record(r, core.compression_level) for i, r in records.items()}
+    for i in sorted(packed, key=lambda i: -len(packed[i])):
+        if sum(len(p) for p in packed.values()) <= ITEM_BUDGET:
+            break
+        if records[i][1][0] == "i":
+            channel = records[i][0]
+            entry, blobs = encode_value(
+                core, thread_id, writes_value(writes, i, channel), f"write to {channel!r}", -1
+            )
+            uploads.update(blobs)
+            records[i] = [channel, entry]
+            packed[i] = codec.pack_record(records[i], core.compression_level)
+    return packed
