@@ -39,7 +39,16 @@ from langgraph_s3.errors import (
 )
 from langgraph_s3.keys import check_checkpoint_id
 from langgraph_s3.logs import log
-from langgraph_s3.operations import Ddb, DdbFailure, Flow, S3HeadBucket, S3Put, Sleep, response
+from langgraph_s3.operations import (
+    Ddb,
+    DdbFailure,
+    Flow,
+    S3HeadBucket,
+    S3Put,
+    Sleep,
+    perform,
+    response,
+)
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -209,10 +218,12 @@ def commit(
         commit_token(item),
     )
     for attempt in range(_TXN_RETRIES):
-        result = yield Ddb(
-            "transact_write_items",
-            txn.request(),
-            expect=frozenset({"TransactionCanceledException", _IDEMPOTENT_MISMATCH}),
+        result = yield from perform(
+            Ddb(
+                "transact_write_items",
+                txn.request(),
+                expect=frozenset({"TransactionCanceledException", _IDEMPOTENT_MISMATCH}),
+            )
         )
         if not isinstance(result, DdbFailure):
             return
@@ -261,14 +272,16 @@ def head_cid(core: SaverCore, head: Mapping[str, Any], pk: str, ns: str) -> str 
 
 
 def _confirm_committed(core: SaverCore, item: Mapping[str, Any]) -> Flow[None]:
-    found = yield Ddb(
-        "get_item",
-        {
-            "TableName": core.table,
-            "Key": {schema.PK: item[schema.PK], schema.SK: item[schema.SK]},
-            "ConsistentRead": True,
-            "ProjectionExpression": schema.DIGEST,
-        },
+    found = yield from perform(
+        Ddb(
+            "get_item",
+            {
+                "TableName": core.table,
+                "Key": {schema.PK: item[schema.PK], schema.SK: item[schema.SK]},
+                "ConsistentRead": True,
+                "ProjectionExpression": schema.DIGEST,
+            },
+        )
     )
     if schema.text(response(found).get("Item", {}), schema.DIGEST) != item[schema.DIGEST]["S"]:
         raise S3SaverError(
@@ -306,24 +319,26 @@ def claim_thread(core: SaverCore, thread_id: str) -> Flow[str]:
     if core.cross_region is None:
         raise InvalidConfigError("claim_thread needs a cross_region configuration")
     thread_id = thread_value(thread_id)
-    result = yield Ddb(
-        "update_item",
-        {
-            "TableName": core.table,
-            "Key": {schema.PK: s(core.layout.pk(thread_id)), schema.SK: s(schema.OWNER_SK)},
-            "UpdateExpression": "SET #r = :me, #th = :th, #at = :at",
-            "ExpressionAttributeNames": {
-                "#r": schema.REGION,
-                "#th": schema.THREAD,
-                "#at": schema.AT,
+    result = yield from perform(
+        Ddb(
+            "update_item",
+            {
+                "TableName": core.table,
+                "Key": {schema.PK: s(core.layout.pk(thread_id)), schema.SK: s(schema.OWNER_SK)},
+                "UpdateExpression": "SET #r = :me, #th = :th, #at = :at",
+                "ExpressionAttributeNames": {
+                    "#r": schema.REGION,
+                    "#th": schema.THREAD,
+                    "#at": schema.AT,
+                },
+                "ExpressionAttributeValues": {
+                    ":me": s(str(core.region_name)),
+                    ":th": s(thread_id),
+                    ":at": n(core.now_ms()),
+                },
+                "ReturnValues": "ALL_OLD",
             },
-            "ExpressionAttributeValues": {
-                ":me": s(str(core.region_name)),
-                ":th": s(thread_id),
-                ":at": n(core.now_ms()),
-            },
-            "ReturnValues": "ALL_OLD",
-        },
+        )
     )
     previous = schema.text(response(result).get("Attributes", {}), schema.REGION)
     return previous or core.cross_region.home_region

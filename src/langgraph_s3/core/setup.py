@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from langgraph_s3.core import schema
-from langgraph_s3.operations import CreateBucket, Ddb, DdbFailure, Flow, Sleep, response
+from langgraph_s3.operations import CreateBucket, Ddb, DdbFailure, Flow, Sleep, perform, response
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -15,10 +15,12 @@ if TYPE_CHECKING:
 def setup(core: SaverCore, *, region: str | None) -> Flow[None]:
     """Create the bucket in ``region`` and the table, wait for it, enable its TTL."""
     yield CreateBucket(region)
-    created = yield Ddb(
-        "create_table",
-        schema.table_definition(core.table),
-        expect=frozenset({"ResourceInUseException"}),
+    created = yield from perform(
+        Ddb(
+            "create_table",
+            schema.table_definition(core.table),
+            expect=frozenset({"ResourceInUseException"}),
+        )
     )
     for _ in range(120):
         desc = response((yield Ddb("describe_table", {"TableName": core.table})))

@@ -20,7 +20,7 @@ from langgraph_s3.core.index import delete_items, put_items, read_all, thread_it
 from langgraph_s3.core.objects import delete_objects, list_keys, object_key, read_envelopes
 from langgraph_s3.core.schema import GSI_RUN, PK, SK, Row, b, n, s
 from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
-from langgraph_s3.operations import Ddb, Flow, S3Copy, S3Put, perform_all, response
+from langgraph_s3.operations import Ddb, Flow, S3Copy, S3Put, perform, perform_all, response
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -132,15 +132,17 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     dst = thread_value(target_thread_id)
     if src == dst:
         raise InvalidConfigError("copy_thread needs two different thread ids")
-    existing = yield Ddb(
-        "query",
-        {
-            "TableName": core.table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": s(core.layout.pk(dst))},
-            "Limit": 1,
-            "ConsistentRead": True,
-        },
+    existing = yield from perform(
+        Ddb(
+            "query",
+            {
+                "TableName": core.table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": s(core.layout.pk(dst))},
+                "Limit": 1,
+                "ConsistentRead": True,
+            },
+        )
     )
     if response(existing).get("Items"):
         raise ThreadExistsError(

@@ -23,7 +23,7 @@ from langgraph_s3.core.objects import upload
 from langgraph_s3.core.schema import Transaction, n, s
 from langgraph_s3.core.values import encode_value, writes_value
 from langgraph_s3.errors import InvalidConfigError, S3SaverError
-from langgraph_s3.operations import Ddb, DdbFailure, Flow
+from langgraph_s3.operations import Ddb, DdbFailure, Flow, perform
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -69,10 +69,12 @@ def put_writes(
             continue
         # Cross-region: the write and the ownership check in one request.
         txn = Transaction((("writes", {"Update": update}), *owner))
-        result = yield Ddb(
-            "transact_write_items",
-            txn.request(),
-            expect=frozenset({"TransactionCanceledException"}),
+        result = yield from perform(
+            Ddb(
+                "transact_write_items",
+                txn.request(),
+                expect=frozenset({"TransactionCanceledException"}),
+            )
         )
         if isinstance(result, DdbFailure):
             failed = txn.failed_checks(result)
