@@ -17,10 +17,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from langgraph_s3 import codec
-from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
-from langgraph_s3.keys import Layout
 from langgraph_s3.core import SaverCore
 from langgraph_s3.core.objects import check_blob
+from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
+from langgraph_s3.keys import Layout
 
 SETTINGS = settings(max_examples=100, deadline=None, derandomize=True, database=None)
 

@@ -19,8 +19,8 @@ from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_s3 import S3Saver
-from langgraph_s3.keys import encode_segment
 from langgraph_s3.core import DEFAULT_INLINE_THRESHOLD, objects
+from langgraph_s3.keys import encode_segment
 from tests.conftest import Backend, RequestLog
 from tests.test_graphs import checkpoint_items
 
