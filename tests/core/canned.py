@@ -1,0 +1,171 @@
+"""Canned state for flow tests: a saver state without clients, and realistic storage.
+
+Index items and objects are never written by hand: :func:`store` runs the real
+``commit.put`` flow and keeps what it uploads and the item it commits, and
+:func:`store_writes` does the same with ``writes.put_writes``. A test then feeds
+those back to a reading flow, so reads are tested on exactly what puts write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_checkpoint
+
+from langgraph_s3.core import SaverCore, schema
+from langgraph_s3.core.commit import put
+from langgraph_s3.core.writes import put_writes
+from langgraph_s3.operations import Ddb, S3Get, S3HeadBucket, S3Put, WaitUpload
+from tests.core.script import Script
+
+#: The saver clock of every canned core (2023-11-14T22:13:20Z).
+T0 = 1_700_000_000.0
+
+
+def make_core(**settings: Any) -> SaverCore:
+    """A saver state on bucket ``b`` and table ``t`` with a fixed clock; no clients."""
+    settings.setdefault("clock", lambda: T0)
+    return SaverCore(bucket="b", table="t", **settings)
+
+
+def config(thread_id: str = "t1", cid: str | None = None, ns: str = "") -> RunnableConfig:
+    """A LangGraph config naming a thread, namespace and optionally a checkpoint."""
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if cid is not None:
+        conf["checkpoint_id"] = cid
+    return {"configurable": conf}
+
+
+def checkpoint(
+    cid: str, values: Mapping[str, Any] | None = None, versions: Mapping[str, Any] | None = None
+) -> Checkpoint:
+    """A checkpoint with id ``cid``; every value's channel has version ``"1"`` unless
+    ``versions`` says otherwise (a channel may have a version and no value)."""
+    cp = empty_checkpoint()
+    cp["id"] = cid
+    cp["channel_values"] = dict(values or {})
+    cp["channel_versions"] = (
+        dict(versions) if versions is not None else dict.fromkeys(cp["channel_values"], "1")
+    )
+    return cp
+
+
+@dataclass
+class Stored:
+    """What a put wrote: its index item, and the objects it uploaded (key -> body)."""
+
+    item: dict[str, Any] = field(default_factory=dict)
+    #: The head item of the namespace as the commit leaves it.
+    head: dict[str, Any] = field(default_factory=dict)
+    objects: dict[str, bytes] = field(default_factory=dict)
+    config: RunnableConfig | None = None
+
+    @property
+    def row(self) -> schema.Row:
+        return schema.parse_row(self.item)
+
+
+def _answer(stored: Stored, op: Any) -> Any:
+    if isinstance(op, S3Put):
+        stored.objects[op.key] = op.body
+        return None
+    if isinstance(op, WaitUpload):
+        return True
+    if isinstance(op, S3HeadBucket):
+        return None
+    assert isinstance(op, Ddb), op
+    if op.op == "transact_write_items":
+        for part in op.params["TransactItems"]:
+            if "Put" in part:
+                stored.item = part["Put"]["Item"]
+            if "Update" in part and "#tid" in part["Update"]["ExpressionAttributeNames"]:
+                stored.item = applied(part["Update"], stored.item)
+            elif "Update" in part:
+                head = part["Update"]
+                values = head["ExpressionAttributeValues"]
+                stored.head = {
+                    **head["Key"],
+                    **{
+                        name: values[f":{p[1:]}"]
+                        for p, name in head["ExpressionAttributeNames"].items()
+                    },
+                }
+        return {}
+    assert op.op == "update_item", op
+    stored.item = applied(op.params, stored.item)
+    return {}
+
+
+def store(
+    cfg: RunnableConfig,
+    cp: Checkpoint,
+    metadata: Mapping[str, Any] | None = None,
+    new_versions: Mapping[str, Any] | None = None,
+    core: SaverCore | None = None,
+) -> Stored:
+    """Run ``commit.put`` on a fresh saver state (or ``core``) and keep what it wrote.
+
+    ``new_versions`` defaults to every channel of the checkpoint.
+    """
+    stored = Stored()
+    flow = put(
+        core or make_core(),
+        cfg,
+        cp,
+        cast(CheckpointMetadata, dict(metadata or {"source": "loop", "step": 0})),
+        dict(new_versions if new_versions is not None else cp["channel_versions"]),
+    )
+    stored.config = Script(flow).drain(lambda op: _answer(stored, op))
+    return stored
+
+
+def store_writes(
+    cfg: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str = "",
+    core: SaverCore | None = None,
+) -> Stored:
+    """Run ``writes.put_writes`` on a fresh saver state (or ``core``); keep the item
+    its update requests build and the blobs it uploads."""
+    stored = Stored()
+    Script(put_writes(core or make_core(), cfg, writes, task_id, task_path)).drain(
+        lambda op: _answer(stored, op)
+    )
+    return stored
+
+
+def applied(update: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any]:
+    """The writes item an UpdateItem request of ``schema.writes_updates`` leaves behind
+    (on top of ``item``): its key and the values it sets; the task path and regular
+    writes (``if_not_exists``) only where ``item`` has none yet."""
+    names = update["ExpressionAttributeNames"]
+    out = {**item, **update["Key"]}
+    for placeholder, value in update["ExpressionAttributeValues"].items():
+        attr = names.get(f"#{placeholder[1:]}", placeholder[1:])
+        idx = schema.record_index(attr)
+        if_not_exists = attr == schema.TASK_PATH or (idx is not None and idx >= 0)
+        if not (if_not_exists and attr in out):
+            out[attr] = value
+    return out
+
+
+def page(items: Sequence[Mapping[str, Any]], last: Mapping[str, Any] | None = None) -> Any:
+    """A query or scan response."""
+    response: dict[str, Any] = {"Items": list(items)}
+    if last is not None:
+        response["LastEvaluatedKey"] = dict(last)
+    return response
+
+
+def from_bucket(objects: Mapping[str, bytes]) -> Any:
+    """An answer for ``S3Get`` requests: the body stored under the key, or None."""
+
+    def answer(op: Any) -> Any:
+        assert isinstance(op, S3Get), op
+        return objects.get(op.key)
+
+    return answer

@@ -1,0 +1,319 @@
+"""Flow tests of ``core.commit``: what a put uploads and commits, and every way the
+commit transaction can fail (docs/concurrency.md)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base.id import uuid6
+
+from langgraph_s3 import guard
+from langgraph_s3.core import commit, schema
+from langgraph_s3.errors import (
+    CheckpointConflictError,
+    ClockSkewError,
+    CorruptObjectError,
+    InvalidConfigError,
+    S3SaverError,
+    ThreadOwnedElsewhereError,
+)
+from langgraph_s3.operations import Ddb, DdbFailure, S3HeadBucket, S3Put, Sleep
+from langgraph_s3.regions import CrossRegion
+from tests.core.canned import T0, checkpoint, config, make_core, store
+from tests.core.script import Script
+
+BIG = os.urandom(12_000).hex()  # 24 KB of incompressible text: above the inline threshold
+
+
+def cancelled(*codes: str, **items: dict[str, Any]) -> DdbFailure:
+    """A cancelled transaction; ``items`` gives the old item of a part by position
+    (``p1={...}``)."""
+    reasons = []
+    for i, code in enumerate(codes):
+        reason: dict[str, Any] = {"Code": code}
+        if f"p{i}" in items:
+            reason["Item"] = items[f"p{i}"]
+        reasons.append(reason)
+    return DdbFailure("TransactionCanceledException", {"CancellationReasons": reasons})
+
+
+def is_txn(op: Any) -> bool:
+    return isinstance(op, Ddb) and op.op == "transact_write_items"
+
+
+def roles(op: Ddb) -> list[str]:
+    return [next(iter(part)) for part in op.params["TransactItems"]]
+
+
+def head_item(cid: str) -> dict[str, Any]:
+    return {schema.CID: schema.s(cid)}
+
+
+def an_item(cid: str = "c02", parent: str | None = "c01") -> dict[str, Any]:
+    """The index item the real put builds for a small checkpoint ``cid``."""
+    return store(config(cid=parent), checkpoint(cid, {"x": 1})).item
+
+
+# --------------------------------------------------------------------------- put
+def test_a_small_checkpoint_lives_in_its_index_item_and_commits_once() -> None:
+    core = make_core()
+    script = Script(
+        commit.put(core, config(), checkpoint("c01", {"x": 1}), {"step": 0}, {"x": "1"})
+    )
+    # The first put checks the bucket, beside nothing else: the body is not uploaded.
+    script.expect([S3HeadBucket], [None])
+    txn = script.expect(is_txn, {})
+    assert script.returns() == {
+        "configurable": {"thread_id": "t1", "checkpoint_ns": "", "checkpoint_id": "c01"}
+    }
+    assert roles(txn) == ["Put", "Update"]
+    item = txn.params["TransactItems"][0]["Put"]["Item"]
+    assert schema.BODY in item and schema.PARENT not in item
+    assert item[schema.AT] == schema.n(int(T0 * 1000))
+    # The head may only move forward (an unguarded put: no read of the latest).
+    head = txn.params["TransactItems"][1]["Update"]
+    assert head["ConditionExpression"] == "attribute_not_exists(#c) OR #c <= :c"
+    # The idempotency token is derived from the checkpoint, so a resend repeats it.
+    assert txn.params["ClientRequestToken"] == commit.commit_token(item)
+
+    # The bucket is checked once per saver.
+    again = Script(commit.put(core, config(cid="c01"), checkpoint("c02", {"x": 1}), {}, {}))
+    again.expect(is_txn, {})
+    again.returns()
+
+
+def test_a_large_value_goes_to_blobs_and_the_body_to_s3_with_a_prefetch_list() -> None:
+    core = make_core(index_inline_limit=0)
+    script = Script(
+        commit.put(core, config(), checkpoint("c01", {"big": BIG, "x": 1}), {}, {"big": "1"})
+    )
+    batch = script.expect(lambda ops: isinstance(ops, list), [None] * len(script.pending))
+    puts = [op for op in batch if isinstance(op, S3Put)]
+    blob_keys = [op.key for op in puts if "/b/" in op.key]
+    body_keys = [op.key for op in puts if "/c/" in op.key]
+    assert blob_keys and len(body_keys) == 1 and isinstance(batch[-1], S3HeadBucket)
+    txn = script.expect(is_txn, {})
+    script.returns()
+    item = txn.params["TransactItems"][0]["Put"]["Item"]
+    assert schema.BODY not in item
+    assert body_keys[0].endswith(item[schema.DIGEST]["S"][:32])
+    prefetch = schema.parse_row(item).prefetch
+    assert sorted(core.layout.blob_key("t1", d.hex()) for d in prefetch) == sorted(blob_keys)
+
+    # The next put of the same value at the same version re-uses the entry and its
+    # blobs, now known to exist: only the new body goes up.
+    nxt = Script(
+        commit.put(core, config(cid="c01"), checkpoint("c02", {"big": BIG, "x": 1}), {}, {})
+    )
+    [body] = nxt.expect([S3Put], [None])
+    assert "/c/" in body.key
+    nxt.expect(is_txn, {})
+    nxt.returns()
+
+
+def test_a_body_too_large_for_the_index_moves_its_largest_values_to_blobs() -> None:
+    core = make_core()  # index limit 4 KiB, inline threshold 16 KiB
+    values = {"a": os.urandom(3000).hex(), "b": os.urandom(2500).hex(), "c": "small"}
+    script = Script(
+        commit.put(core, config(), checkpoint("c01", values), {}, dict.fromkeys(values, "1"))
+    )
+    batch = script.expect(lambda ops: isinstance(ops, list), [None] * len(script.pending))
+    blobs = [op for op in batch if isinstance(op, S3Put)]
+    assert blobs and all("/b/" in op.key for op in blobs)  # the body itself stays in the index
+    txn = script.expect(is_txn, {})
+    script.returns()
+    item = txn.params["TransactItems"][0]["Put"]["Item"]
+    assert schema.BODY in item and len(item[schema.BODY]["B"]) <= core.index_inline_limit
+
+
+def test_the_item_indexes_run_id_metadata_and_unstored_channels() -> None:
+    cp = checkpoint("c02", {"x": 1}, versions={"x": "1", "delta": "3"})
+    md = {"run_id": "r1", "step": 2, "source": "loop", "blob": {"no": "index"}, "flag": None}
+    item = store(config(cid="c01"), cp, md).item
+    assert item[schema.PARENT] == schema.s("c01")
+    assert item[schema.RUN] == schema.s("r1")
+    assert item[schema.UNSTORED] == {"SS": ["delta"]}
+    assert item[schema.METADATA] == {
+        "M": {
+            "run_id": schema.s("s:r1"),
+            "step": schema.s("n:2"),
+            "source": schema.s("s:loop"),
+            "flag": schema.s("z"),
+        }
+    }
+
+
+def test_unversioned_channel_values_are_not_stored() -> None:
+    cp = checkpoint("c01", {"x": 1, "stray": 2}, versions={"x": "1"})
+    assert store(config(), cp).row.unstored == frozenset()
+    item = store(config(), cp).item
+    assert schema.UNSTORED not in item
+
+
+def test_a_guarded_put_whose_id_sorts_before_its_parent_is_refused_before_any_io() -> None:
+    older, newer = str(uuid6(clock_seq=1)), str(uuid6(clock_seq=2))
+    cfg = config(cid=newer)
+    cfg["configurable"]["thread_id"] = guard.read_latest("t1", "", newer)
+    script = Script(commit.put(make_core(), cfg, checkpoint(older, {"x": 1}), {}, {"x": "1"}))
+    err = script.raises(ClockSkewError)
+    assert err.retry_after is not None and err.retry_after >= 0
+    assert "retry in" in str(err)
+
+
+def test_clock_skew_without_uuid6_ids_says_retry_later() -> None:
+    err = commit.clock_skew("t1", "", "b", "a")
+    assert err.retry_after is None and "retry later" in str(err)
+    uuid4 = "9b2d9c3e-7a51-4c7e-9d1a-0f6a4f1e2b3c"
+    assert commit.clock_skew("t1", "", uuid4, uuid4).retry_after is None
+
+
+# --------------------------------------------------------------------------- commit
+def test_a_transaction_conflict_is_retried_after_a_backoff() -> None:
+    item = an_item()
+    script = Script(commit.commit(make_core(), item, "c01", guarded=True))
+    first = script.expect(is_txn, cancelled("None", "TransactionConflict"))
+    script.expect(Sleep(0.05))
+    second = script.expect(is_txn, cancelled("TransactionConflict", "None"))
+    script.expect(Sleep(0.1))
+    assert script.expect(is_txn, {}) == first == second
+    script.returns()
+
+
+def test_a_transaction_that_keeps_conflicting_gives_up_after_five_attempts() -> None:
+    script = Script(commit.commit(make_core(), an_item(), "c01", guarded=False))
+    for _ in range(5):
+        script.expect(is_txn, cancelled("TransactionConflict", "None"))
+        if script.pending is not None:
+            script.expect(Sleep)
+    err = script.raises(S3SaverError)
+    assert "kept colliding" in str(err)
+
+
+def test_an_unexplained_cancellation_is_an_error_naming_its_codes() -> None:
+    script = Script(commit.commit(make_core(), an_item(), "c01", guarded=False))
+    script.expect(is_txn, cancelled("ValidationError", "None"))
+    assert "ValidationError" in str(script.raises(S3SaverError))
+
+
+@pytest.mark.parametrize(("found", "committed"), [("same", True), ("other", False), (None, False)])
+def test_an_idempotency_mismatch_is_resolved_by_reading_the_item(
+    found: str | None, committed: bool
+) -> None:
+    """The same checkpoint resent within 10 minutes with another timestamp: DynamoDB
+    refuses the token; the item tells whether the first attempt committed."""
+    item = an_item()
+    script = Script(commit.commit(make_core(), item, "c01", guarded=True))
+    script.expect(is_txn, DdbFailure("IdempotentParameterMismatchException", {}))
+    answer: dict[str, Any] = {}
+    if found is not None:
+        digest = item[schema.DIGEST] if found == "same" else schema.s("0" * 64)
+        answer = {"Item": {schema.DIGEST: digest}}
+    get = script.expect(lambda op: isinstance(op, Ddb) and op.op == "get_item", answer)
+    assert get.params["Key"] == {schema.PK: item[schema.PK], schema.SK: item[schema.SK]}
+    assert get.params["ConsistentRead"] is True
+    if committed:
+        script.returns()
+    else:
+        assert "not committed" in str(script.raises(S3SaverError))
+
+
+def test_a_guarded_commit_that_finds_the_head_moved_is_a_conflict() -> None:
+    script = Script(commit.commit(make_core(), an_item(), "c01", guarded=True))
+    txn = script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1=head_item("c09")))
+    head = txn.params["TransactItems"][1]["Update"]
+    assert head["ConditionExpression"] == "attribute_not_exists(#c) OR #c = :p"
+    err = script.raises(CheckpointConflictError)
+    assert (err.expected, err.actual) == ("c01", "c09")
+
+
+def test_a_guarded_commit_that_finds_no_head_is_a_conflict() -> None:
+    """The thread was deleted (or its latest checkpoint dropped) meanwhile."""
+    script = Script(commit.commit(make_core(), an_item(), "c01", guarded=True))
+    script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1={}))
+    err = script.raises(CheckpointConflictError)
+    assert (err.expected, err.actual) == ("c01", None)
+
+
+def test_a_guarded_first_put_expects_no_head() -> None:
+    script = Script(commit.commit(make_core(), an_item("c01", None), None, guarded=True))
+    txn = script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1=head_item("c00")))
+    assert txn.params["TransactItems"][1]["Update"]["ConditionExpression"] == (
+        "attribute_not_exists(#c)"
+    )
+    err = script.raises(CheckpointConflictError)
+    assert (err.expected, err.actual) == (None, "c00")
+
+
+def test_a_commit_that_finds_itself_as_the_head_was_already_done() -> None:
+    script = Script(commit.commit(make_core(), an_item("c02"), "c01", guarded=True))
+    script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1=head_item("c02")))
+    script.returns()
+
+
+def test_a_fork_below_the_head_is_committed_without_moving_it() -> None:
+    item = an_item("c02")
+    script = Script(commit.commit(make_core(), item, "c01", guarded=False))
+    first = script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1=head_item("c05")))
+    retry = script.expect(is_txn, {})
+    script.returns()
+    assert roles(first) == ["Put", "Update"] and roles(retry) == ["Put"]
+    assert retry.params["TransactItems"][0] == first.params["TransactItems"][0]
+    assert retry.params["ClientRequestToken"] == commit.commit_token(item, "below-head")
+    assert retry.params["ClientRequestToken"] != first.params["ClientRequestToken"]
+
+
+def test_a_damaged_head_item_is_reported_as_corrupt() -> None:
+    script = Script(commit.commit(make_core(), an_item(), "c01", guarded=True))
+    script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1={schema.CID: {"N": "1"}}))
+    err = script.raises(CorruptObjectError)
+    assert err.key == "t1|h#~|cid"
+
+
+# --------------------------------------------------------------------------- regions
+def replica(**kw: Any) -> Any:
+    return make_core(
+        region_name="eu-west-1", cross_region=CrossRegion("us-east-1", read_policy="fail"), **kw
+    )
+
+
+@pytest.mark.parametrize(("owner_item", "owner"), [({}, "us-east-1"), (None, "ap-south-1")])
+def test_a_commit_in_a_region_that_does_not_own_the_thread_is_refused(
+    owner_item: dict[str, Any] | None, owner: str
+) -> None:
+    core = replica()
+    script = Script(commit.commit(core, an_item(), "c01", guarded=False))
+    reasons: dict[str, Any] = {}
+    if owner_item is None:
+        reasons["p2"] = {schema.REGION: schema.s(owner)}
+    txn = script.expect(is_txn, cancelled("None", "None", "ConditionalCheckFailed", **reasons))
+    check = txn.params["TransactItems"][2]["ConditionCheck"]
+    assert check["Key"][schema.SK] == schema.s(schema.OWNER_SK)
+    assert check["ConditionExpression"] == "#r = :me"  # a replica owns only what it claimed
+    err = script.raises(ThreadOwnedElsewhereError)
+    assert (err.thread_id, err.owner) == ("t1", owner)
+
+
+def test_the_home_region_owns_every_unclaimed_thread() -> None:
+    core = make_core(region_name="us-east-1", cross_region=CrossRegion("us-east-1"))
+    [(role, part)] = commit.ownership_parts(core, schema.s("t1"))
+    assert role == "owner"
+    assert part["ConditionCheck"]["ConditionExpression"] == ("attribute_not_exists(#r) OR #r = :me")
+    assert commit.ownership_parts(make_core(), schema.s("t1")) == ()
+
+
+@pytest.mark.parametrize(
+    ("before", "previous"), [("ap-south-1", "ap-south-1"), (None, "us-east-1")]
+)
+def test_claim_thread_makes_this_region_the_owner(before: str | None, previous: str) -> None:
+    script = Script(commit.claim_thread(replica(), "t1"))
+    attributes = {schema.REGION: schema.s(before)} if before else {}
+    update = script.expect(Ddb, {"Attributes": attributes})
+    assert update.op == "update_item"
+    assert update.params["ExpressionAttributeValues"][":me"] == schema.s("eu-west-1")
+    assert script.returns() == previous
+
+
+def test_claim_thread_needs_a_cross_region_configuration() -> None:
+    Script(commit.claim_thread(make_core(), "t1")).raises(InvalidConfigError)

@@ -1,0 +1,74 @@
+"""Flow tests of ``core.index``: pages of queries and scans, and batch writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph_s3.core import index, schema
+from langgraph_s3.operations import Ddb, Sleep
+from tests.core.canned import make_core, page
+from tests.core.script import Script
+
+QUERY = {"TableName": "t", "KeyConditionExpression": "pk = :pk"}
+
+
+def key(i: int) -> dict[str, Any]:
+    return {schema.PK: schema.s("t1"), schema.SK: schema.s(f"c#~#{i:03}")}
+
+
+def test_a_request_with_a_key_condition_is_a_query_and_one_without_a_scan() -> None:
+    script = Script(index.next_page(QUERY))
+    assert script.expect(Ddb, page([key(1)], last=key(1))).op == "query"
+    assert script.returns() == ([key(1)], {**QUERY, "ExclusiveStartKey": key(1)})
+    scan = Script(index.next_page({"TableName": "t"}))
+    assert scan.expect(Ddb, {}).op == "scan"
+    assert scan.returns() == ([], None)
+
+
+def test_read_all_follows_last_evaluated_keys_to_the_end() -> None:
+    script = Script(index.read_all(QUERY))
+    first = script.expect(Ddb, page([key(1), key(2)], last=key(2)))
+    second = script.expect(Ddb, page([key(3)], last=key(3)))
+    third = script.expect(Ddb, page([]))
+    assert script.returns() == [key(1), key(2), key(3)]
+    assert "ExclusiveStartKey" not in first.params
+    assert second.params["ExclusiveStartKey"] == key(2)
+    assert third.params["ExclusiveStartKey"] == key(3)
+
+
+def test_thread_items_reads_the_whole_partition_consistently() -> None:
+    script = Script(index.thread_items(make_core(prefix="app"), "t1", keys_only=True))
+    query = script.expect(Ddb, page([key(1)]))
+    assert script.returns() == [key(1)]
+    assert query.params["ExpressionAttributeValues"] == {":pk": schema.s("app/t1")}
+    assert query.params["ConsistentRead"] is True
+    assert query.params["ProjectionExpression"] == "pk, sk"
+    full = Script(index.thread_items(make_core(), "t1"))
+    assert "ProjectionExpression" not in full.expect(Ddb, page([])).params
+
+
+def test_batch_writes_go_25_a_request_at_once_and_deferred_ones_are_retried() -> None:
+    keys = [key(i) for i in range(60)]
+    script = Script(index.delete_items(make_core(), keys))
+    deferred = [{"DeleteRequest": {"Key": keys[3]}}, {"DeleteRequest": {"Key": keys[40]}}]
+    batch = script.expect(
+        [Ddb, Ddb, Ddb],
+        [{"UnprocessedItems": {"t": deferred[:1]}}, {"UnprocessedItems": {"t": deferred[1:]}}, {}],
+    )
+    assert [op.op for op in batch] == ["batch_write_item"] * 3
+    sent = [r["DeleteRequest"]["Key"] for op in batch for r in op.params["RequestItems"]["t"]]
+    assert sent == keys and [len(op.params["RequestItems"]["t"]) for op in batch] == [25, 25, 10]
+    script.expect(Sleep(0.1))
+    [retry] = script.expect([Ddb], [{"UnprocessedItems": {"t": deferred[1:]}}])
+    assert retry.params["RequestItems"]["t"] == deferred
+    script.expect(Sleep(0.2))  # backing off further
+    script.expect([Ddb], [{"UnprocessedItems": {}}])
+    script.returns()
+
+
+def test_put_items_writes_whole_items_and_nothing_is_no_request() -> None:
+    script = Script(index.put_items(make_core(), [key(1)]))
+    [op] = script.expect([Ddb], [{}])
+    assert op.params["RequestItems"]["t"] == [{"PutRequest": {"Item": key(1)}}]
+    script.returns()
+    Script(index.put_items(make_core(), [])).returns()

@@ -1,0 +1,176 @@
+"""Flow tests of ``core.read``: finding a checkpoint's items, loading its objects in
+one round trip, and assembling the tuple. Items and objects come from real puts."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from langgraph.checkpoint.base import CheckpointTuple
+
+from langgraph_s3 import guard
+from langgraph_s3.core import read, schema
+from langgraph_s3.operations import Ddb, S3Get, S3HeadBucket
+from tests.core.canned import checkpoint, config, from_bucket, make_core, page, store, store_writes
+from tests.core.script import Script
+
+BIG = os.urandom(12_000).hex()
+
+
+def found(script: Script[CheckpointTuple | None]) -> CheckpointTuple:
+    """The tuple a read returned (not None)."""
+    tup = script.returns()
+    assert tup is not None
+    return tup
+
+
+def is_query(op: Any) -> bool:
+    return isinstance(op, Ddb) and op.op == "query"
+
+
+def test_the_latest_checkpoint_is_one_query_checked_beside_the_bucket() -> None:
+    stored = store(config(cid="c01"), checkpoint("c02", {"x": 1, "y": [1, 2]}))
+    w = store_writes(config(cid="c02"), [("x", 5)], "task-a", "~1")
+    core = make_core()
+    script = Script(read.get_tuple(core, config()))
+    query, _ = script.expect([is_query, S3HeadBucket], [page([w.item, stored.item]), None])
+    assert query.params["Limit"] == 8 and query.params["ScanIndexForward"] is False
+    assert query.params["ExpressionAttributeValues"][":pre"] == schema.s("c#~#")
+    tup = found(script)
+    assert tup.checkpoint["channel_values"] == {"x": 1, "y": [1, 2]}
+    assert tup.pending_writes == [("task-a", "x", 5)]
+    assert tup.parent_config == config(cid="c01")
+    conf = tup.config["configurable"]
+    assert conf["checkpoint_id"] == "c02"
+    # The run that read the latest continues the head: its puts are guarded.
+    assert isinstance(conf["thread_id"], guard.HeadRead) and conf["thread_id"].head == "c02"
+
+    # The bucket is checked once per saver.
+    again = Script(read.get_tuple(core, config()))
+    again.expect(is_query, page([stored.item]))
+    assert found(again).checkpoint["id"] == "c02"
+
+
+def test_the_latest_read_pages_on_with_larger_pages_until_a_checkpoint_item() -> None:
+    """Writes saved for a checkpoint that is not committed (yet) come first in a
+    newest-first query; they belong to no checkpoint that is read."""
+    core = make_core()
+    core.bucket_checked = True
+    orphan = [store_writes(config(cid="c03"), [("x", i)], f"task{i}").item for i in range(8)]
+    stored = store(config(), checkpoint("c02", {"x": 1}))
+    mine = store_writes(config(cid="c02"), [("x", 9)], "task-b").item
+    script = Script(read.get_tuple(core, config()))
+    first = script.expect(is_query, page(orphan, last={"pk": "t1", "sk": orphan[-1]["sk"]}))
+    second = script.expect(is_query, page([mine, stored.item]))
+    tup = found(script)
+    assert (first.params["Limit"], second.params["Limit"]) == (8, 50)
+    assert second.params["ExclusiveStartKey"] == {"pk": "t1", "sk": orphan[-1]["sk"]}
+    assert tup.pending_writes == [("task-b", "x", 9)]
+
+
+def test_the_first_page_can_be_followed_by_another_when_the_bucket_is_unchecked() -> None:
+    stored = store(config(), checkpoint("c02", {"x": 1}))
+    w = store_writes(config(cid="c02"), [("x", 9)], "task-b").item
+    script = Script(read.latest(make_core(), "t1", ""))
+    script.expect([is_query, S3HeadBucket], [page([w], last={"pk": "t1"}), None])
+    nxt = script.expect(is_query, page([stored.item]))
+    assert nxt.params["Limit"] == 50 and nxt.params["ExclusiveStartKey"] == {"pk": "t1"}
+    latest = script.returns()
+    assert latest is not None
+    row, writes = latest
+    assert row.checkpoint_id == "c02" and [x.task_id for x in writes] == ["task-b"]
+
+
+def test_an_empty_thread_has_no_latest_checkpoint() -> None:
+    script = Script(read.get_tuple(make_core(), config()))
+    script.expect([is_query, S3HeadBucket], [page([]), None])
+    assert script.returns() is None
+
+
+def test_touch_on_read_records_the_read_on_the_head() -> None:
+    stored = store(config(), checkpoint("c02", {"x": 1}))
+    core = make_core(touch_on_read=True)
+    core.bucket_checked = True
+    script = Script(read.get_tuple(core, config()))
+    script.expect(is_query, page([stored.item]))
+    touch = script.expect(lambda op: isinstance(op, Ddb) and op.op == "update_item", {})
+    assert touch.params["Key"] == {schema.PK: schema.s("t1"), schema.SK: schema.s("h#~")}
+    assert "ConditionalCheckFailedException" in touch.expect  # a deleted head is no error
+    assert found(script).checkpoint["id"] == "c02"
+
+
+def test_an_exact_read_answers_with_the_requested_config_and_a_plain_thread_id() -> None:
+    stored = store(config(cid="c01"), checkpoint("c02", {"x": 1}))
+    w1 = store_writes(config(cid="c02"), [("x", 1), ("y", 2)], "task-z", "~2").item
+    w2 = store_writes(config(cid="c02"), [("x", 3)], "task-a", "~1").item
+    requested = config(cid="c02")
+    requested["configurable"]["thread_id"] = guard.read_latest("t1", "", "c09")
+    script = Script(read.get_tuple(make_core(), requested))
+    query = script.expect(is_query, page([stored.item, w1, w2]))
+    assert query.params["KeyConditionExpression"] == "pk = :pk AND sk BETWEEN :lo AND :hi"
+    assert query.params["ExpressionAttributeValues"][":lo"] == schema.s("c#~#c02")
+    tup = found(script)
+    # A fork: the HeadRead of an earlier read of the latest is cleared.
+    assert type(tup.config["configurable"]["thread_id"]) is str
+    assert tup.config["configurable"]["checkpoint_id"] == "c02"
+    # Pending writes in LangGraph's order: task path, then task id, then index.
+    assert tup.pending_writes == [("task-a", "x", 3), ("task-z", "x", 1), ("task-z", "y", 2)]
+
+
+def test_an_exact_read_of_an_unknown_checkpoint_is_none() -> None:
+    w = store_writes(config(cid="c02"), [("x", 1)], "t").item
+    script = Script(read.get_tuple(make_core(), config(cid="c02")))
+    script.expect(is_query, page([w]))
+    assert script.returns() is None
+
+
+def test_a_body_in_s3_and_its_blobs_are_read_in_one_round_trip() -> None:
+    writer = make_core(index_inline_limit=0)
+    stored = store(config(), checkpoint("c01", {"big": BIG, "x": 1}), core=writer)
+    big_write = os.urandom(20_000).hex()
+    w = store_writes(config(cid="c01"), [("doc", big_write)], "t", core=writer)
+    objects = {**stored.objects, **w.objects}
+    core = make_core()
+    core.bucket_checked = True
+    script = Script(read.get_tuple(core, config(cid="c01")))
+    script.expect(is_query, page([stored.item, w.item]))
+    gets = script.expect(
+        lambda ops: all(isinstance(op, S3Get) for op in ops),
+        [objects[op.key] for op in script.pending],
+    )
+    assert sorted(op.key for op in gets) == sorted(objects)
+    tup = found(script)
+    assert tup.checkpoint["channel_values"] == {"big": BIG, "x": 1}
+    assert tup.pending_writes == [("t", "doc", big_write)]
+    # A reader about to continue chunks its next put against what it read.
+    assert core.caches.latest.get(("t1", "", "big")) is not None
+
+    # Warm: the object and blobs are cached, verified, and read no more.
+    again = Script(read.get_tuple(core, config(cid="c01")))
+    again.expect(is_query, page([stored.item, w.item]))
+    assert found(again).checkpoint["channel_values"]["big"] == BIG
+
+
+def test_value_blobs_not_named_by_the_index_are_read_after_the_object() -> None:
+    """An item written without a prefetch list (too many blobs, or an older writer):
+    the object first, then its value blobs."""
+    writer = make_core(index_inline_limit=0)
+    stored = store(config(), checkpoint("c01", {"big": BIG}), core=writer)
+    del stored.item[schema.PREFETCH]
+    script = Script(read.get_tuple(make_core(), config(cid="c01")))
+    script.expect(is_query, page([stored.item]))
+    answer = from_bucket(stored.objects)
+    [obj] = script.expect([S3Get], [answer(script.pending[0])])
+    assert "/c/" in obj.key
+    blobs = script.expect(lambda ops: True, [answer(op) for op in script.pending])
+    assert blobs and all("/b/" in op.key for op in blobs)
+    assert found(script).checkpoint["channel_values"] == {"big": BIG}
+
+
+def test_load_of_nothing_reads_nothing() -> None:
+    assert Script(read.load(make_core(), [], None)).returns() == []
+
+
+def test_sorted_writes_keeps_only_the_channels_asked_for() -> None:
+    w = schema.parse_writes(store_writes(config(cid="c1"), [("a", 1), ("b", 2)], "t").item)
+    assert [(c, e[0]) for _, c, e, _ in read.sorted_writes([w], {"b"})] == [("b", "i")]

@@ -1,0 +1,131 @@
+"""Unit tests of ``core.schema``: the index items and the requests that write them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from langgraph_s3 import codec
+from langgraph_s3.core import schema
+from langgraph_s3.operations import DdbFailure
+from tests.core.canned import checkpoint, config, make_core, store, store_writes
+
+
+@pytest.mark.parametrize(
+    ("value", "indexed"),
+    [
+        (True, "n:1"),
+        (1, "n:1"),
+        (1.0, "n:1"),
+        (0.5, "n:0.5"),
+        ("loop", "s:loop"),
+        ("x" * 513, None),
+        (None, "z"),
+        ({"a": 1}, None),
+        ([1], None),
+    ],
+)
+def test_equal_metadata_values_get_equal_index_strings(value: Any, indexed: str | None) -> None:
+    assert schema.metadata_index_value(value) == indexed
+
+
+def test_a_checkpoint_item_parses_into_its_row() -> None:
+    writer = make_core(index_inline_limit=0)
+    big = "".join(f"{i:06d}" for i in range(5_000))
+    stored = store(
+        config(cid="c1"),
+        checkpoint("c2", {"big": big}, versions={"big": "1", "delta": "2"}),
+        core=writer,
+    )
+    row = schema.parse_row(stored.item)
+    assert (row.thread_id, row.ns, row.checkpoint_id, row.parent_id) == ("t1", "", "c2", "c1")
+    assert row.unstored == frozenset({"delta"}) and row.body is None
+    assert row.prefetch and all(len(d) == 32 for d in row.prefetch)
+    assert row.digest == codec.digest(next(v for k, v in stored.objects.items() if "/c/" in k))
+    inline = schema.parse_row(store(config(), checkpoint("c1", {"x": 1})).item)
+    assert inline.body is not None and inline.parent_id is None and inline.prefetch == ()
+
+
+def test_a_malformed_prefetch_list_is_ignored() -> None:
+    item = store(config(), checkpoint("c1", {"x": 1})).item
+    assert schema.parse_row({**item, schema.PREFETCH: schema.b(b"x" * 33)}).prefetch == ()
+    assert schema.parse_row({**item, schema.PREFETCH: schema.s("x")}).prefetch == ()
+
+
+def test_a_writes_item_parses_into_its_records() -> None:
+    item = store_writes(config(cid="c1"), [("a", 1), ("__error__", "boom")], "task", "~1").item
+    row = schema.parse_writes(item)
+    assert (row.task_id, row.task_path, row.checkpoint_id) == ("task", "~1", "c1")
+    assert sorted(idx for idx, _ in row.records) == [-1, 0]
+    assert schema.checkpoint_ref(item) == ("t1", "c#~#c1")
+    assert schema.is_writes_item(item) and not schema.is_checkpoint_item(item)
+    without_path = {k: v for k, v in item.items() if k != schema.TASK_PATH}
+    assert schema.parse_writes(without_path).task_path == ""
+
+
+def test_record_attributes_name_write_indexes_both_ways() -> None:
+    assert [schema.record_attr(i) for i in (0, 12, -1, -4)] == ["w0", "w12", "m1", "m4"]
+    for name in ("w0", "w12", "m1", "m4"):
+        idx = schema.record_index(name)
+        assert idx is not None and schema.record_attr(idx) == name
+    assert [schema.record_index(n) for n in ("w", "wx", "pk", "x1", "tid")] == [None] * 5
+
+
+def test_a_transaction_names_each_cancellation_reason_by_role() -> None:
+    txn = schema.Transaction((("put", {"Put": {}}), ("head", {"Update": {}}), ("owner", {})), "tok")
+    assert txn.request() == {
+        "TransactItems": [{"Put": {}}, {"Update": {}}, {}],
+        "ClientRequestToken": "tok",
+    }
+    failure = DdbFailure(
+        "TransactionCanceledException",
+        {
+            "CancellationReasons": [
+                {"Code": "None"},
+                {"Code": "ConditionalCheckFailed", "Item": 1},
+                {"Code": "ConditionalCheckFailed"},
+            ]
+        },
+    )
+    assert txn.failed_checks(failure) == {
+        "head": {"Code": "ConditionalCheckFailed", "Item": 1},
+        "owner": {"Code": "ConditionalCheckFailed"},
+    }
+    assert schema.Transaction.codes(failure) == [
+        "None",
+        "ConditionalCheckFailed",
+        "ConditionalCheckFailed",
+    ]
+    assert schema.Transaction.codes(DdbFailure("X", {})) == []
+    smaller = txn.without("head", None)
+    assert smaller.request() == {"TransactItems": [{"Put": {}}, {}]}
+
+
+def test_writes_updates_split_only_beyond_the_expression_budget() -> None:
+    key = {schema.PK: schema.s("t1"), schema.SK: schema.s("c#~#c1#w#t")}
+    base = {"tid": schema.s("t"), "tp": schema.s(""), "cid": schema.s("c1"), "at": schema.n(1)}
+    packed = {i: b"r%d" % i for i in range(-2, 10)}
+    [one] = schema.writes_updates("t", key, base, packed, budget=10_000)
+    assert (
+        "m2 = :m2" in one["UpdateExpression"]
+        and "w9 = if_not_exists(w9, :w9)" in one["UpdateExpression"]
+    )
+    several = schema.writes_updates("t", key, base, packed, budget=60)
+    assert len(several) > 1
+    names = [schema.record_index(p[1:]) for u in several for p in u["ExpressionAttributeValues"]]
+    assert sorted(i for i in names if i is not None) == sorted(packed)
+    assert all(u["ExpressionAttributeValues"][":tid"] == schema.s("t") for u in several)
+
+
+def test_the_table_definition_has_the_run_index() -> None:
+    table = schema.table_definition("t")
+    assert table["TableName"] == "t"
+    assert [g["IndexName"] for g in table["GlobalSecondaryIndexes"]] == [schema.GSI_RUN]
+
+
+def test_values_and_keys() -> None:
+    assert (schema.s("a"), schema.n(1.5), schema.b(b"x")) == ({"S": "a"}, {"N": "1.5"}, {"B": b"x"})
+    assert schema.text({"a": {"S": "v"}}, "a") == "v" and schema.text({}, "a") is None
+    items = [{schema.PK: 1, schema.SK: 2, "other": 3}]
+    assert schema.keys_of(items) == [{schema.PK: 1, schema.SK: 2}]

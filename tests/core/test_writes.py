@@ -1,0 +1,166 @@
+"""Flow tests of ``core.writes``: one index item per task, blobs for large values,
+and the limits of DynamoDB items and update expressions."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from langgraph_s3 import codec
+from langgraph_s3.core import schema, writes
+from langgraph_s3.errors import InvalidConfigError, S3SaverError, ThreadOwnedElsewhereError
+from langgraph_s3.operations import Ddb, DdbFailure, S3Put
+from langgraph_s3.regions import CrossRegion
+from tests.core.canned import config, make_core, store_writes
+from tests.core.script import Script
+
+AT_C1 = config(cid="c01")
+ERROR, INTERRUPT = "__error__", "__interrupt__"  # special writes (WRITES_IDX_MAP)
+
+
+def records(update: dict[str, Any]) -> dict[str, list[Any]]:
+    """Attribute -> unpacked record, of one update request."""
+    out = {}
+    for placeholder, value in update["ExpressionAttributeValues"].items():
+        if schema.record_index(placeholder[1:]) is not None:
+            out[placeholder[1:]] = codec.unpack_record(value["B"], key="test")
+    return out
+
+
+def is_update(op: Any) -> bool:
+    return isinstance(op, Ddb) and op.op == "update_item"
+
+
+def test_a_tasks_writes_are_one_update_of_its_item() -> None:
+    script = Script(writes.put_writes(make_core(), AT_C1, [("a", 1), ("b", "two")], "task-1", "~0"))
+    update = script.expect(is_update, {})
+    script.returns()
+    assert update.params["Key"] == {
+        schema.PK: schema.s("t1"),
+        schema.SK: schema.s("c#~#c01#w#task-1"),
+    }
+    values = update.params["ExpressionAttributeValues"]
+    assert (values[":tid"], values[":tp"], values[":cid"]) == (
+        schema.s("task-1"),
+        schema.s("~0"),
+        schema.s("c01"),
+    )
+    assert records(update.params) == {
+        "w0": ["a", ["i", "msgpack", b"\x01"]],
+        "w1": ["b", ["i", "msgpack", b"\xa3two"]],
+    }
+    # A retried task resends the same values: a regular write is never overwritten.
+    assert "w0 = if_not_exists(w0, :w0)" in update.params["UpdateExpression"]
+
+
+def test_special_writes_have_fixed_slots_and_are_replaced() -> None:
+    item = store_writes(AT_C1, [(ERROR, "first"), ("a", 1), (ERROR, "second")], "t").item
+    assert set(item) >= {"m1", "w1"} and "w0" not in item and "w2" not in item
+    assert codec.unpack_record(item["m1"]["B"], key="k")[1][2] == b"\xa6second"
+    update = Script(writes.put_writes(make_core(), AT_C1, [(INTERRUPT, "x")], "t"))
+    assert "m3 = :m3" in update.expect(is_update, {}).params["UpdateExpression"]
+
+
+def test_a_large_value_is_uploaded_as_blobs_before_the_item_names_it() -> None:
+    big = os.urandom(20_000).hex()  # 40 KB: above the 32 KiB write threshold
+    script = Script(writes.put_writes(make_core(), AT_C1, [("doc", big)], "t"))
+    batch = script.expect(lambda ops: isinstance(ops, list), [None] * len(script.pending))
+    assert batch and all(isinstance(op, S3Put) and "/b/" in op.key for op in batch)
+    update = script.expect(is_update, {})
+    script.returns()
+    entry = records(update.params)["w0"][1]
+    assert entry[0] == "r"
+    assert sorted(make_core().layout.blob_key("t1", d.hex()) for d in entry[2]) == sorted(
+        op.key for op in batch
+    )
+
+
+def test_writes_too_large_together_for_one_item_move_to_blobs_largest_first() -> None:
+    """Each value is below the inline threshold, together they exceed the item budget:
+    the largest move to blobs until the item fits."""
+    values = [os.urandom(30_000 + i) for i in range(12)]  # incompressible, ~360 KB in all
+    script = Script(
+        writes.put_writes(make_core(), AT_C1, [(f"c{i}", v) for i, v in enumerate(values)], "t")
+    )
+    script.expect(
+        lambda ops: all(isinstance(op, S3Put) for op in ops), [None] * len(script.pending)
+    )
+    update = script.expect(is_update, {})
+    script.returns()
+    recs = records(update.params)
+    moved = sorted(int(attr[1:]) for attr, (_, entry) in recs.items() if entry[0] == "r")
+    assert moved and moved == list(range(12 - len(moved), 12))  # the largest ones
+    packed = update.params["ExpressionAttributeValues"]
+    assert sum(len(v["B"]) for k, v in packed.items() if k[1:] in recs) <= writes.ITEM_BUDGET
+
+
+def test_many_writes_split_into_updates_under_the_expression_limit() -> None:
+    many = [(f"channel_{i}", i) for i in range(300)]
+    script = Script(writes.put_writes(make_core(), AT_C1, many, "t", "~path"))
+    updates = []
+    while script.pending is not None:
+        updates.append(script.expect(is_update, {}))
+    script.returns()
+    assert len(updates) > 1
+    assert all(len(u.params["UpdateExpression"]) <= 4096 for u in updates)
+    got: dict[str, list[Any]] = {}
+    for u in updates:
+        got.update(records(u.params))
+        assert u.params["Key"] == updates[0].params["Key"]
+        assert u.params["ExpressionAttributeValues"][":tp"] == schema.s("~path")
+    assert sorted(got) == sorted(f"w{i}" for i in range(300))
+    assert store_writes(AT_C1, many, "t").item.keys() >= {f"w{i}" for i in range(300)}
+
+
+@pytest.mark.parametrize(
+    ("cfg", "task_id", "writes_", "message"),
+    [
+        (config(), "t", [("a", 1)], "checkpoint_id"),
+        (AT_C1, 7, [("a", 1)], "task_id"),
+        (AT_C1, "t", [(3, 1)], "channel"),
+    ],
+)
+def test_bad_input_is_refused_before_any_io(
+    cfg: Any, task_id: Any, writes_: Any, message: str
+) -> None:
+    err = Script(writes.put_writes(make_core(), cfg, writes_, task_id)).raises(InvalidConfigError)
+    assert message in str(err)
+
+
+def test_no_writes_make_no_request() -> None:
+    Script(writes.put_writes(make_core(), AT_C1, [], "t")).returns()
+
+
+# --------------------------------------------------------------------------- regions
+def replica() -> Any:
+    return make_core(region_name="eu-west-1", cross_region=CrossRegion("us-east-1"))
+
+
+def is_txn(op: Any) -> bool:
+    return isinstance(op, Ddb) and op.op == "transact_write_items"
+
+
+def test_across_regions_the_writes_and_the_ownership_check_are_one_transaction() -> None:
+    script = Script(writes.put_writes(replica(), AT_C1, [("a", 1)], "t"))
+    txn = script.expect(is_txn, {})
+    script.returns()
+    parts = txn.params["TransactItems"]
+    assert [next(iter(p)) for p in parts] == ["Update", "ConditionCheck"]
+    assert parts[1]["ConditionCheck"]["Key"][schema.SK] == schema.s(schema.OWNER_SK)
+
+
+def test_writes_in_a_region_that_does_not_own_the_thread_are_refused() -> None:
+    script = Script(writes.put_writes(replica(), AT_C1, [("a", 1)], "t"))
+    owner = {"Code": "ConditionalCheckFailed", "Item": {schema.REGION: schema.s("ap-south-1")}}
+    reasons = {"CancellationReasons": [{"Code": "None"}, owner]}
+    script.expect(is_txn, DdbFailure("TransactionCanceledException", reasons))
+    assert script.raises(ThreadOwnedElsewhereError).owner == "ap-south-1"
+
+
+def test_writes_cancelled_for_another_reason_are_an_error() -> None:
+    script = Script(writes.put_writes(replica(), AT_C1, [("a", 1)], "t"))
+    reasons = {"CancellationReasons": [{"Code": "ValidationError"}, {"Code": "None"}]}
+    script.expect(is_txn, DdbFailure("TransactionCanceledException", reasons))
+    assert "ValidationError" in str(script.raises(S3SaverError))
