@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph_s3.core import schema, setup
+from langgraph_s3.errors import S3SaverError
 from langgraph_s3.operations import CreateBucket, Ddb, DdbFailure, Sleep
 from tests.core.canned import make_core
 from tests.core.script import Script
@@ -38,3 +39,16 @@ def test_setup_of_an_existing_table_leaves_its_ttl_alone() -> None:
     script.expect(Ddb, DdbFailure("ResourceInUseException", {}))
     script.expect(Ddb("describe_table", {"TableName": "t"}), described("ACTIVE"))
     script.returns()
+
+
+def test_setup_gives_up_on_a_table_that_never_becomes_active() -> None:
+    """After two minutes of CREATING, setup() says so instead of enabling TTL on a
+    table that is not ready."""
+    script = Script(setup.setup(make_core(), region=None))
+    script.expect(CreateBucket(None))
+    script.expect(Ddb, {})
+    for _ in range(setup._ACTIVE_WAIT):
+        script.expect(Ddb("describe_table", {"TableName": "t"}), described("CREATING"))
+        script.expect(Sleep(1.0))
+    error = script.raises(S3SaverError)
+    assert "still CREATING" in str(error) and "'t'" in str(error)

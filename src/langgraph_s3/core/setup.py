@@ -6,10 +6,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from langgraph_s3.core import schema
+from langgraph_s3.errors import S3SaverError
 from langgraph_s3.operations import CreateBucket, Ddb, DdbFailure, Flow, Sleep, perform, response
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
+
+#: Seconds setup() waits for a new table to become ACTIVE.
+_ACTIVE_WAIT = 120
 
 
 def setup(core: SaverCore, *, region: str | None) -> Flow[None]:
@@ -22,11 +26,17 @@ def setup(core: SaverCore, *, region: str | None) -> Flow[None]:
             expect=frozenset({"ResourceInUseException"}),
         )
     )
-    for _ in range(120):
+    for _ in range(_ACTIVE_WAIT):
         desc = response((yield Ddb("describe_table", {"TableName": core.table})))
-        if desc["Table"]["TableStatus"] == "ACTIVE":
+        status = desc["Table"]["TableStatus"]
+        if status == "ACTIVE":
             break
         yield Sleep(1.0)
+    else:
+        raise S3SaverError(
+            f"DynamoDB table {core.table!r} is still {status} after {_ACTIVE_WAIT} s; "
+            "run setup() again once it is ACTIVE (aws dynamodb describe-table)"
+        )
     if not isinstance(created, DdbFailure):
         yield Ddb(
             "update_time_to_live",
