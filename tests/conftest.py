@@ -178,8 +178,8 @@ def add_latency(client: Any, seconds: float) -> Callable[..., None]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Print how much the differential test covered (tests/test_differential.py) and
-    the fault suite's figures (tests/test_faults.py)."""
+    """Print how much the differential test covered (tests/graphs/test_differential.py) and
+    the fault suite's figures (tests/storage/test_faults.py)."""
     seeds = ops = 0
     faults: Counter[str] = Counter()
     for rep in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", []):

@@ -1,5 +1,5 @@
 """The invariants checked after every injected fault, counted rather than asserted, so a
-sweep reports every broken case (``tests/test_faults.py`` asserts the counts)."""
+sweep reports every broken case (``tests/storage/test_faults.py`` asserts the counts)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from tests.faults.inject import Throttler, client_config
 def run_together(jobs: list[Any], timeout: float = 900.0) -> list[tuple[str, Any]]:
     """Run ``jobs`` in threads at once: ("ok", result) or ("error", exception) each.
 
-    Like tests/test_concurrency.run_together, with a bound for 20 slow runs on a
+    Like tests/storage/test_concurrency.run_together, with a bound for 20 slow runs on a
     loaded 2-core machine (60 s was not enough for the full profile's throttling).
     """
     out: list[tuple[str, Any]] = [("error", TimeoutError("did not finish"))] * len(jobs)

@@ -1,5 +1,5 @@
 """The fault sweep: a clean run for reference, then one injected fault per case, and
-the scenarios of ``extras``; returns the figures ``tests/test_faults.py`` asserts and
+the scenarios of ``extras``; returns the figures ``tests/storage/test_faults.py`` asserts and
 ``python -m tests.faults --write-docs`` writes into docs/reliability.md."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ once — refused before the server, or executed with its response lost — with 
 retries on and off, and the thread is resumed by a fresh saver (the process died) or
 by the same one (a warm Lambda container), on S3Saver (moto in-process) and on
 AsyncS3Saver (moto server). Then: throttling, racing resumes, damaged storage and
-``kill -9``. Clock skew is covered by tests/test_clock_skew.py. The full profile
+``kill -9``. Clock skew is covered by tests/storage/test_clock_skew.py. The full profile
 (every call, every fault) is ``python -m tests.faults --profile full``; its figures
 are in docs/reliability.md.
 """

@@ -20,7 +20,7 @@ from langgraph.types import Command, interrupt
 
 from langgraph_s3 import CheckpointConflictError, continuation
 from tests.conftest import Backend
-from tests.test_graphs import (
+from tests.graphs.test_graphs import (
     ApprovalState,
     Calls,
     cfg,

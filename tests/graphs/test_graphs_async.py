@@ -17,7 +17,7 @@ from langgraph.types import Command, StateSnapshot
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.keys import encode_segment
 from tests.conftest import Backend
-from tests.test_graphs import (
+from tests.graphs.test_graphs import (
     Aliases,
     Calls,
     build_approval,

@@ -22,7 +22,7 @@ from typing import Any
 import boto3
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "lambda"
 RUNNER = Path(__file__).with_name("lambda_invoke.py")
 REGION = "us-east-1"

@@ -25,7 +25,7 @@ from langgraph_s3 import (
 )
 from langgraph_s3.keys import Layout
 from tests.conftest import Backend
-from tests.test_bad_input import build_echo, cfg, expect_error, make_checkpoint, put
+from tests.storage.test_bad_input import build_echo, cfg, expect_error, make_checkpoint, put
 
 LAYOUT = Layout("")
 

@@ -1,8 +1,8 @@
 """Invoke the example Lambda handler once, in this fresh interpreter, as a new container.
 
-Run by tests/test_lambda_example.py as::
+Run by tests/deploy/test_lambda_example.py as::
 
-    python tests/lambda_invoke.py EXAMPLE_DIR < event.json
+    python tests/deploy/lambda_invoke.py EXAMPLE_DIR < event.json
 
 The event is read from stdin. The last stdout line is ``RESULT <json>`` with the
 handler's response and which heavy modules the invocation imported; anything the

@@ -18,7 +18,7 @@ from langgraph.types import Command
 
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from tests.conftest import Backend
-from tests.test_graphs import (
+from tests.graphs.test_graphs import (
     Calls,
     build_approval,
     build_nested,

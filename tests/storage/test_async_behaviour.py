@@ -26,7 +26,7 @@ from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 import langgraph_s3.aio
 from langgraph_s3 import AsyncS3Saver, MissingDependencyError
 from tests.conftest import REGION, Backend, RequestLog, add_latency
-from tests.test_graphs import Calls, build_approval
+from tests.graphs.test_graphs import Calls, build_approval
 
 LATENCY = 0.1  # seconds added to every request in the latency tests
 

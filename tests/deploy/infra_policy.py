@@ -168,7 +168,7 @@ def iam_requests(
                 )
             return out
     raise AssertionError(
-        f"no IAM mapping for {service}:{operation}; add it to tests/infra_policy.py "
+        f"no IAM mapping for {service}:{operation}; add it to tests/deploy/infra_policy.py "
         "and decide whether infra/storage.yaml must grant it"
     )
 

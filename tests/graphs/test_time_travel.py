@@ -18,7 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, StateUpdate, interrupt
 
 from tests.conftest import Backend
-from tests.test_graphs import cfg, history_summary
+from tests.graphs.test_graphs import cfg, history_summary
 
 DURABILITIES = ["sync", "async", "exit"]
 

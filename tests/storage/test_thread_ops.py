@@ -34,7 +34,7 @@ from langgraph_s3 import AsyncS3Saver, codec
 from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
 from langgraph_s3.keys import encode_segment
 from tests.conftest import Backend
-from tests.test_graphs import (
+from tests.graphs.test_graphs import (
     Aliases,
     Calls,
     build_approval,

@@ -6,7 +6,7 @@
   storage is made by hand here), reading everything from the stack's outputs.
 * The runtime IAM policy is checked against the saver's real traffic: every AWS
   call made by every public method (setup excepted) is turned into the IAM
-  requests AWS would authorise (tests/infra_policy.py) and evaluated against the
+  requests AWS would authorise (tests/deploy/infra_policy.py) and evaluated against the
   deployed policy documents. The policy must allow all of them, grant no action the
   saver does not use, and deny the same requests for another prefix, bucket or table.
 """
@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 import boto3
 import pytest
 
-from tests.infra_policy import Arns, IamRequest, allowed, iam_requests
+from tests.deploy.infra_policy import Arns, IamRequest, allowed, iam_requests
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STORAGE = ROOT / "infra" / "storage.yaml"
 LAMBDA_TEMPLATE = ROOT / "examples" / "lambda" / "template.yaml"
 EXAMPLE = ROOT / "examples" / "lambda"

@@ -1,6 +1,6 @@
 """``get_delta_channel_history`` equals InMemorySaver's in every namespace of a thread.
 
-tests/test_thread_ops.py compares the root namespace at every checkpoint (forks by
+tests/storage/test_thread_ops.py compares the root namespace at every checkpoint (forks by
 ``update_state`` and replay, snapshots, deleted runs, walks over several index
 pages, after prune and copy). This adds what it does not reach: subgraph
 namespaces (each paused on ``interrupt()`` and resumed, one forked from an older
@@ -17,8 +17,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from tests.conftest import Backend
-from tests.test_graphs import cfg
-from tests.test_thread_ops import DELTA_CHANNELS, build_delta_nested, delta_histories, turn
+from tests.graphs.test_graphs import cfg
+from tests.storage.test_thread_ops import DELTA_CHANNELS, build_delta_nested, delta_histories, turn
 
 
 def program(saver: Any) -> None:

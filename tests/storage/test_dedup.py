@@ -22,7 +22,7 @@ from langgraph_s3 import S3Saver
 from langgraph_s3.core import DEFAULT_INLINE_THRESHOLD, objects
 from langgraph_s3.keys import encode_segment
 from tests.conftest import Backend, RequestLog
-from tests.test_graphs import checkpoint_items
+from tests.graphs.test_graphs import checkpoint_items
 
 
 class PutKeys:

@@ -27,7 +27,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, StateUpdate, interrupt
 
 from tests.conftest import Backend
-from tests.test_graphs import cfg, history_summary
+from tests.graphs.test_graphs import cfg, history_summary
 
 # Seeds per test chunk: 4 chunks with S3Saver, 2 with AsyncS3Saver (204 programs).
 SEEDS = int(os.environ.get("LGS3_DIFF_SEEDS", "34"))

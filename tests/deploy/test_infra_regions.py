@@ -15,7 +15,7 @@ import yaml
 from langgraph_s3 import gc
 from tests.conftest import Backend
 
-INFRA = Path(__file__).resolve().parent.parent / "infra"
+INFRA = Path(__file__).resolve().parents[2] / "infra"
 TEMPLATES = ["gc.yaml", "multi-region.yaml", "replica-bucket.yaml"]
 
 
