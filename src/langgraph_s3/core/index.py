@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.core.schema import PK, SK, s
-from langgraph_s3.operations import Ddb, Flow, Sleep, perform, perform_all, response
+from langgraph_s3.operations import Ddb, Flow, Request, Sleep, perform, perform_all, response
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -14,12 +14,18 @@ if TYPE_CHECKING:
 _BATCH_WRITE = 25
 
 
-def next_page(request: dict[str, Any]) -> Flow[tuple[list[dict[str, Any]], dict[str, Any] | None]]:
+def next_page(
+    request: dict[str, Any], alongside: Sequence[Request[Any]] = ()
+) -> Flow[tuple[list[dict[str, Any]], dict[str, Any] | None]]:
     """One page of a query (a request with a key condition) or a scan: its items, and
-    the request for the next page (None after the last)."""
-    op = "query" if "KeyConditionExpression" in request else "scan"
-    page = response((yield from perform(Ddb(op, request))))
-    last = page.get("LastEvaluatedKey")
+    the request for the next page (None after the last). ``alongside`` requests are
+    sent in the same round trip (their results are dropped; their errors are not)."""
+    op = Ddb("query" if "KeyConditionExpression" in request else "scan", request)
+    if alongside:
+        page, *_ = yield [op, *alongside]
+    else:
+        page = yield from perform(op)
+    last = response(page).get("LastEvaluatedKey")
     return page.get("Items", []), ({**request, "ExclusiveStartKey": last} if last else None)
 
 

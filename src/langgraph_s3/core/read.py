@@ -20,7 +20,7 @@ from langgraph_s3.core.config import checkpoint_id_of, thread_ns
 from langgraph_s3.core.index import next_page, read_all
 from langgraph_s3.core.objects import fetch_blobs, read_envelopes
 from langgraph_s3.core.schema import Row, WritesRow, n, s
-from langgraph_s3.operations import Ddb, Flow, S3HeadBucket, response
+from langgraph_s3.operations import Ddb, Flow, S3HeadBucket
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -70,16 +70,11 @@ def latest(core: SaverCore, thread_id: str, ns: str) -> Flow[Found | None]:
     }
     writes: list[dict[str, Any]] = []
     while request is not None:
-        if core.bucket_checked:
-            items, request = yield from next_page(request)
-        else:
-            # A run starts with this read; checking the bucket alongside it keeps
-            # the check off the first put's critical path.
-            page, _ = yield [Ddb("query", request), S3HeadBucket()]
-            core.bucket_checked = True
-            last = response(page).get("LastEvaluatedKey")
-            items = page.get("Items", [])
-            request = {**request, "ExclusiveStartKey": last} if last else None
+        # A run starts with this read; checking the bucket alongside it keeps the
+        # check off the first put's critical path.
+        check = () if core.bucket_checked else (S3HeadBucket(),)
+        items, request = yield from next_page(request, check)
+        core.bucket_checked = True
         for item in items:
             if schema.is_checkpoint_item(item):
                 row = schema.parse_row(item)
