@@ -4,7 +4,9 @@
     python3 run.py demo     # set up .venv if needed, then run the demo
     python3 run.py test     # set up .venv if needed, then run all the tests
 
-``test`` runs the project's suite (``tests/``), then LangGraph's own checkpointer
+``test`` measures the core's coverage by its own tests (``tests/core``: line and
+branch coverage of ``langgraph_s3.core``, at least 95% of lines), runs the project's
+suite (``tests/``), then LangGraph's own checkpointer
 tests against S3Saver and AsyncS3Saver (``upstream/harness.py``), then checks that
 ``langgraph-s3[async]`` resolves beside the newest ``langgraph-checkpoint-aws`` and
 ``langchain-aws`` (``tools/check_resolution.py``), and fails if any of them fails.
@@ -55,6 +57,17 @@ def ensure_env() -> None:
     STAMP.write_text(wanted)
 
 
+def core_coverage(python: str) -> int:
+    """Line and branch coverage of the core by its own tests (no moto): printed, and
+    failing under the ``fail_under`` of ``[tool.coverage.report]`` in pyproject.toml."""
+    print("core coverage by tests/core (no moto):", flush=True)
+    # -n 0: coverage does not follow pytest-xdist's workers.
+    run = [python, "-m", "coverage", "run", "-m", "pytest", "tests/core", "-q", "-n", "0"]
+    code = subprocess.run(run, cwd=ROOT).returncode
+    report = subprocess.run([python, "-m", "coverage", "report"], cwd=ROOT).returncode
+    return code or report
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("demo", "test", "upstream"):
         print(__doc__)
@@ -65,18 +78,20 @@ def main(argv: list[str]) -> int:
         return subprocess.run([str(BIN / "langgraph-s3"), "demo", *argv[1:]], cwd=ROOT).returncode
     if argv[0] == "upstream":
         return subprocess.run([python, "upstream/harness.py", *argv[1:]], cwd=ROOT).returncode
-    ours = subprocess.run([python, "-m", "pytest", *argv[1:]], cwd=ROOT).returncode
     if argv[1:]:
-        return ours
+        return subprocess.run([python, "-m", "pytest", *argv[1:]], cwd=ROOT).returncode
+    coverage = core_coverage(python)
+    ours = subprocess.run([python, "-m", "pytest"], cwd=ROOT).returncode
     upstream = subprocess.run([python, "upstream/harness.py"], cwd=ROOT).returncode
     resolution = subprocess.run([python, "tools/check_resolution.py"], cwd=ROOT).returncode
     verdict = {0: "passed"}
     print(
+        f"core coverage: {verdict.get(coverage, 'FAILED')}; "
         f"project tests: {verdict.get(ours, 'FAILED')}; "
         f"LangGraph's tests: {verdict.get(upstream, 'FAILED')}; "
         f"resolution beside the AWS stack: {verdict.get(resolution, 'FAILED')}"
     )
-    return ours or upstream or resolution
+    return coverage or ours or upstream or resolution
 
 
 if __name__ == "__main__":
