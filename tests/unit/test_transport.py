@@ -1,0 +1,150 @@
+"""``transport``: each operation becomes the boto call both drivers make, and each AWS
+answer becomes the operation's result or our typed error (botocore's as the cause)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, NoRegionError
+
+from langgraph_s3.errors import (
+    AccessDeniedError,
+    CredentialsError,
+    EndpointError,
+    InvalidConfigError,
+    S3SaverError,
+    StorageNotFoundError,
+)
+from langgraph_s3.operations import (
+    CreateBucket,
+    Ddb,
+    DdbFailure,
+    ListPage,
+    S3Copy,
+    S3Delete,
+    S3Get,
+    S3HeadBucket,
+    S3List,
+    S3Put,
+)
+from langgraph_s3.transport import DYNAMODB, HOME_S3, S3, call_spec, failed, finish, translate
+
+
+def client_error(code: str, operation: str = "GetItem") -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "m"}}, operation)
+
+
+@pytest.mark.parametrize(
+    ("op", "spec"),
+    [
+        (S3Get("k"), (S3, "get_object", {"Bucket": "b", "Key": "k"})),
+        (S3Get("k", home=True), (HOME_S3, "get_object", {"Bucket": "home", "Key": "k"})),
+        (S3Put("k", b"x"), (S3, "put_object", {"Bucket": "b", "Key": "k", "Body": b"x"})),
+        (
+            S3List("p/", "tok"),
+            (S3, "list_objects_v2", {"Bucket": "b", "Prefix": "p/", "ContinuationToken": "tok"}),
+        ),
+        (
+            S3Delete(("a", "b")),
+            (
+                S3,
+                "delete_objects",
+                {"Bucket": "b", "Delete": {"Objects": [{"Key": "a"}, {"Key": "b"}], "Quiet": True}},
+            ),
+        ),
+        (
+            S3Copy("s", "t"),
+            (
+                S3,
+                "copy_object",
+                {"Bucket": "b", "Key": "t", "CopySource": {"Bucket": "b", "Key": "s"}},
+            ),
+        ),
+        (S3HeadBucket(), (S3, "head_bucket", {"Bucket": "b"})),
+        (CreateBucket("us-east-1"), (S3, "create_bucket", {"Bucket": "b"})),
+        (
+            CreateBucket("eu-west-1"),
+            (
+                S3,
+                "create_bucket",
+                {"Bucket": "b", "CreateBucketConfiguration": {"LocationConstraint": "eu-west-1"}},
+            ),
+        ),
+        (Ddb("query", {"TableName": "t"}), (DYNAMODB, "query", {"TableName": "t"})),
+    ],
+)
+def test_each_operation_is_one_boto_call(op: Any, spec: tuple[str, str, dict[str, Any]]) -> None:
+    assert call_spec(op, "b", "home") == spec
+
+
+def test_a_listing_page_and_a_partial_delete() -> None:
+    modified = datetime(2026, 1, 1, tzinfo=UTC)
+    page = finish(
+        S3List("p/"),
+        {
+            "Contents": [{"Key": "p/a", "LastModified": modified, "Size": 3}],
+            "IsTruncated": True,
+            "NextContinuationToken": "next",
+        },
+    )
+    assert page == ListPage([("p/a", modified.timestamp(), 3)], "next")
+    assert finish(S3List("p/"), {"IsTruncated": False}) == ListPage([], None)
+    with pytest.raises(S3SaverError, match=r"refused to delete 1 object.*'p/a'.*AccessDenied"):
+        finish(
+            S3Delete(("p/a",)),
+            {"Errors": [{"Key": "p/a", "Code": "AccessDenied", "Message": "no"}]},
+        )
+
+
+def test_answers_a_flow_handles_itself_are_results() -> None:
+    where = {"bucket": "b", "table": "t", "region": "eu-west-1"}
+    assert failed(S3Get("k"), client_error("NoSuchKey", "GetObject"), **where) is None
+    expected = Ddb("put_item", {}, expect=frozenset({"ConditionalCheckFailedException"}))
+    result = failed(expected, client_error("ConditionalCheckFailedException"), **where)
+    assert isinstance(result, DdbFailure) and result.code == "ConditionalCheckFailedException"
+    assert failed(CreateBucket(None), client_error("BucketAlreadyOwnedByYou"), **where) is None
+    with pytest.raises(
+        StorageNotFoundError, match="bucket 'b' does not exist in region 'eu-west-1'"
+    ):
+        failed(S3HeadBucket(), client_error("404", "HeadBucket"), **where)
+
+
+@pytest.mark.parametrize(
+    ("code", "operation", "error", "words"),
+    [
+        ("NoSuchBucket", "GetObject", StorageNotFoundError, ["bucket 'b'", "setup()"]),
+        ("ResourceNotFoundException", "Query", StorageNotFoundError, ["table 't'", "region_name"]),
+        ("BucketAlreadyExists", "CreateBucket", InvalidConfigError, ["another AWS account"]),
+        ("InvalidBucketName", "CreateBucket", InvalidConfigError, ["not a valid S3 bucket name"]),
+        ("PermanentRedirect", "GetObject", InvalidConfigError, ["region_name"]),
+        ("ExpiredToken", "Query", CredentialsError, ["ExpiredToken", "refresh"]),
+        ("AccessDeniedException", "Query", AccessDeniedError, ["Query", "DynamoDB table 't'"]),
+        ("AccessDenied", "PutObject", AccessDeniedError, ["PutObject", "S3 bucket 'b'"]),
+    ],
+)
+def test_aws_errors_become_typed_errors_saying_what_to_do(
+    code: str, operation: str, error: type[Exception], words: list[str]
+) -> None:
+    translated = translate(client_error(code, operation), bucket="b", table="t", region="r")
+    assert isinstance(translated, error)
+    for word in words:
+        assert word in str(translated)
+
+
+def test_an_unknown_aws_error_is_left_as_it_is() -> None:
+    original = client_error("InternalError")
+    assert translate(original, bucket="b", table="t") is original
+
+
+def test_transport_failures_become_typed_errors() -> None:
+    from langgraph_s3.transport import translate_transport
+
+    assert isinstance(translate_transport(NoRegionError(), endpoint=None), InvalidConfigError)
+    unreachable = translate_transport(
+        EndpointConnectionError(endpoint_url="http://x:1"), endpoint="http://x:1"
+    )
+    assert isinstance(unreachable, EndpointError) and "http://x:1" in str(unreachable)
+    other = ValueError("x")
+    assert translate_transport(other, endpoint=None) is other
