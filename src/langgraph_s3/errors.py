@@ -167,3 +167,11 @@ class ThreadOwnedElsewhereError(S3SaverError):
         super().__init__(message)
         self.thread_id = thread_id
         self.owner = owner
+
+
+class DamageFoundError(S3SaverError):
+    """A check or collection found damaged checkpoints; ``errors`` says which."""
+
+    def __init__(self, message: str, *, errors: list[str]) -> None:
+        super().__init__(message)
+        self.errors = errors

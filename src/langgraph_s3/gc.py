@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import SaverCore
-from langgraph_s3.core.index import delete_items, read_all
+from langgraph_s3.core.index import delete_items
 from langgraph_s3.core.objects import (
     delete_objects,
     get_objects,
@@ -46,14 +46,20 @@ from langgraph_s3.core.schema import (
     checkpoint_ref,
     is_checkpoint_item,
     is_writes_item,
+    keys_of,
     parse_row,
     parse_writes,
     s,
 )
 from langgraph_s3.core.values import entry_keys
-from langgraph_s3.errors import MissingObjectError, ObjectError
+from langgraph_s3.errors import (
+    DamageFoundError,
+    InvalidConfigError,
+    MissingObjectError,
+    ObjectError,
+)
 from langgraph_s3.keys import THREAD_OBJECT
-from langgraph_s3.operations import Flow, S3Put
+from langgraph_s3.operations import Ddb, Flow, S3Put, perform_all, response
 
 if TYPE_CHECKING:
     from langgraph_s3.aio import AsyncS3Saver
@@ -63,6 +69,10 @@ STATE_KEY = ".gc/state"
 DEFAULT_GRACE = 3600.0
 _INTERRUPT_ATTR = "m3"  # pending write index -3 is __interrupt__ (WRITES_IDX_MAP)
 _OBJECT_KEY = re.compile(rf"[^/]+/(?:{THREAD_OBJECT})")
+#: Segments of the parallel table scan, read concurrently.
+_SEGMENTS = 4
+#: Checkpoints whose objects are read in one round trip while marking.
+_MARK_BATCH = 32
 
 Progress = Callable[[str, int, int], None]
 
@@ -110,63 +120,108 @@ def collect_flow(
 ) -> Flow[GcReport]:
     """The collection run as a flow (see the module docstring)."""
     if grace < 0 or (idle_ttl is not None and idle_ttl <= 0):
-        raise ValueError("grace must be >= 0 and idle_ttl > 0 seconds")
-    now = core.clock()
-    report = GcReport(dry_run=dry_run)
-    tick = progress or (lambda stage, done, total: None)
-
-    # --- the index, grouped by thread -----------------------------------------
-    params: dict[str, Any] = {"TableName": core.table}
-    if core.layout.prefix:
-        params["FilterExpression"] = "begins_with(pk, :p)"
-        params["ExpressionAttributeValues"] = {":p": s(core.layout.prefix)}
-    items = yield from read_all(params)
-    threads: dict[str, list[dict[str, Any]]] = {}
-    for item in items:
-        if core.layout.owns_pk(item["pk"]["S"]):
-            threads.setdefault(item["pk"]["S"], []).append(item)
-    report.threads = len(threads)
-
-    # --- retention ----------------------------------------------------------------
+        raise InvalidConfigError(
+            f"grace must be >= 0 and idle_ttl > 0 seconds, got grace={grace!r}, "
+            f"idle_ttl={idle_ttl!r}"
+        )
+    run = _Run(core, core.clock(), grace, dry_run, GcReport(dry_run=dry_run), progress)
+    threads = yield from _scan_threads(core)
+    run.report.threads = len(threads)
     if idle_ttl is not None:
-        expired_pks = []
-        for pk, thread_items in threads.items():
-            last = max(
-                (
-                    max(int(i.get("at", {}).get("N", 0)), int(i.get("rd", {}).get("N", 0)))
-                    for i in thread_items
-                    if i["sk"]["S"].startswith("h#")
-                ),
-                default=max(
-                    (int(i.get("at", {}).get("N", 0)) for i in thread_items if "at" in i),
-                    default=0,
-                ),
-            )
-            if now * 1000 - last <= idle_ttl * 1000:
-                continue
-            thread_id = _thread_id(thread_items)
-            if keep_interrupted and _waiting_on_interrupt(thread_items):
-                report.threads_kept_interrupted.append(thread_id)
-                continue
-            report.threads_expired.append(thread_id)
-            expired_pks.append(pk)
-        for i, pk in enumerate(expired_pks):
-            if not dry_run:
-                yield from delete_items(
-                    core, [{"pk": it["pk"], "sk": it["sk"]} for it in threads[pk]]
-                )
-            tick("expire", i + 1, len(expired_pks))
-        for pk in expired_pks:
-            del threads[pk]  # its objects are now unreferenced and go through the sweep
+        yield from _expire(run, threads, idle_ttl, keep_interrupted)
+    referenced, protected = yield from _mark(run, threads)
+    yield from _sweep(run, referenced, tuple(protected))
+    return run.report
 
-    # --- mark -----------------------------------------------------------------------
+
+@dataclass
+class _Run:
+    """One collection: where, when, how, and what it found."""
+
+    core: SaverCore
+    now: float
+    grace: float
+    dry_run: bool
+    report: GcReport
+    progress: Progress | None
+
+    def tick(self, stage: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(stage, done, total)
+
+
+def _scan_threads(core: SaverCore) -> Flow[dict[str, list[dict[str, Any]]]]:
+    """Every index item under the saver's prefix, grouped by thread (partition key).
+
+    A parallel scan: ``_SEGMENTS`` segments read concurrently, page after page. A
+    thread's items share a partition key, so they all come from one segment.
+    """
+    base: dict[str, Any] = {"TableName": core.table, "TotalSegments": _SEGMENTS}
+    if core.layout.prefix:
+        base["FilterExpression"] = "begins_with(pk, :p)"
+        base["ExpressionAttributeValues"] = {":p": s(core.layout.prefix)}
+    pending = [{**base, "Segment": i} for i in range(_SEGMENTS)]
+    threads: dict[str, list[dict[str, Any]]] = {}
+    while pending:
+        pages = yield from perform_all([Ddb("scan", request) for request in pending])
+        following = []
+        for request, result in zip(pending, pages, strict=True):
+            page = response(result)
+            for item in page.get("Items", []):
+                if core.layout.owns_pk(item["pk"]["S"]):
+                    threads.setdefault(item["pk"]["S"], []).append(item)
+            if page.get("LastEvaluatedKey"):
+                following.append({**request, "ExclusiveStartKey": page["LastEvaluatedKey"]})
+        pending = following
+    return threads
+
+
+def _expire(
+    run: _Run, threads: dict[str, list[dict[str, Any]]], idle_ttl: float, keep_interrupted: bool
+) -> Flow[None]:
+    """Delete the index items of threads idle longer than ``idle_ttl`` (retention)."""
+    expired = []
+    for pk, items in threads.items():
+        if run.now * 1000 - _last_activity(items) <= idle_ttl * 1000:
+            continue
+        thread_id = _thread_id(items)
+        if keep_interrupted and _waiting_on_interrupt(items):
+            run.report.threads_kept_interrupted.append(thread_id)
+            continue
+        run.report.threads_expired.append(thread_id)
+        expired.append(pk)
+    for i, pk in enumerate(expired):
+        if not run.dry_run:
+            yield from delete_items(run.core, keys_of(threads[pk]))
+        run.tick("expire", i + 1, len(expired))
+    for pk in expired:
+        del threads[pk]  # its objects are now unreferenced and go through the sweep
+
+
+def _last_activity(items: list[dict[str, Any]]) -> int:
+    """A thread's last write or (with touch_on_read) read, ms: from its heads, else
+    from its newest item."""
+    heads = [
+        max(int(i.get("at", {}).get("N", 0)), int(i.get("rd", {}).get("N", 0)))
+        for i in items
+        if i["sk"]["S"].startswith("h#")
+    ]
+    if heads:
+        return max(heads)
+    return max((int(i["at"]["N"]) for i in items if "at" in i), default=0)
+
+
+def _mark(run: _Run, threads: dict[str, list[dict[str, Any]]]) -> Flow[tuple[set[str], list[str]]]:
+    """Every object the index references, and the thread folders whose references are
+    unknown (an unreadable checkpoint): both are spared by the sweep."""
     referenced: set[str] = set()
-    protected: list[str] = []  # thread folders whose references are unknown
+    protected: list[str] = []
     rows: list[Row] = []
     orphan_writes: list[dict[str, Any]] = []
-    for thread_items in threads.values():
-        committed = {checkpoint_ref(i) for i in thread_items if is_checkpoint_item(i)}
-        for item in thread_items:
+    for items in threads.values():
+        committed = {checkpoint_ref(i) for i in items if is_checkpoint_item(i)}
+        thread_id = _thread_id(items)
+        for item in items:
             if is_checkpoint_item(item):
                 rows.append(parse_row(item))
             elif is_writes_item(item):
@@ -174,40 +229,46 @@ def collect_flow(
                 # writes while the checkpoint's own put is still in flight, and that
                 # put may fail) are garbage once they are older than the grace period.
                 written = int(item.get("at", {}).get("N", 0)) / 1000
-                if checkpoint_ref(item) not in committed and now - written >= grace:
+                if checkpoint_ref(item) not in committed and run.now - written >= run.grace:
                     orphan_writes.append({"pk": item["pk"], "sk": item["sk"]})
                     continue
-                w = parse_writes(item)
-                thread_id = _thread_id(thread_items)
-                for _, rec in w.records:
-                    referenced.update(entry_keys(core, thread_id, rec[1]))
-    report.orphan_writes = len(orphan_writes)
-    if orphan_writes and not dry_run:
-        yield from delete_items(core, orphan_writes)
-    batch = 32
-    for start in range(0, len(rows), batch):
-        part = rows[start : start + batch]
-        for row in part:
-            referenced.add(object_key(core, row))
-        try:
-            envs: list[dict[str, Any] | None] = list((yield from read_envelopes(core, part)))
-        except ObjectError:
-            envs = []
-            for row in part:  # find which ones failed
-                try:
-                    envs.append((yield from read_envelopes(core, [row]))[0])
-                except ObjectError as exc:
-                    envs.append(None)
-                    _note_unreadable(core, report, protected, row, exc)
-        for row, env in zip(part, envs, strict=True):
-            if env is None:
-                continue
-            for entry in env["ch"].values():
-                referenced.update(entry_keys(core, row.thread_id, entry))
-        tick("mark", min(start + batch, len(rows)), len(rows))
-    protected_prefixes = tuple(protected)
+                for _, rec in parse_writes(item).records:
+                    referenced.update(entry_keys(run.core, thread_id, rec[1]))
+    run.report.orphan_writes = len(orphan_writes)
+    if orphan_writes and not run.dry_run:
+        yield from delete_items(run.core, orphan_writes)
+    for start in range(0, len(rows), _MARK_BATCH):
+        part = rows[start : start + _MARK_BATCH]
+        yield from _mark_checkpoints(run, part, referenced, protected)
+        run.tick("mark", min(start + _MARK_BATCH, len(rows)), len(rows))
+    return referenced, protected
 
-    # --- sweep ----------------------------------------------------------------------
+
+def _mark_checkpoints(
+    run: _Run, rows: list[Row], referenced: set[str], protected: list[str]
+) -> Flow[None]:
+    """Add what a batch of checkpoints references (their objects and value blobs)."""
+    for row in rows:
+        referenced.add(object_key(run.core, row))
+    try:
+        envs: list[dict[str, Any] | None] = list((yield from read_envelopes(run.core, rows)))
+    except ObjectError:
+        envs = []
+        for row in rows:  # find which ones failed
+            try:
+                envs.append((yield from read_envelopes(run.core, [row]))[0])
+            except ObjectError as exc:
+                envs.append(None)
+                _note_unreadable(run.core, run.report, protected, row, exc)
+    for row, env in zip(rows, envs, strict=True):
+        if env is not None:
+            for entry in env["ch"].values():
+                referenced.update(entry_keys(run.core, row.thread_id, entry))
+
+
+def _sweep(run: _Run, referenced: set[str], protected: tuple[str, ...]) -> Flow[None]:
+    """Condemn unreferenced objects; delete those condemned for ``grace`` already."""
+    core, report = run.core, run.report
     listing = yield from list_keys(core, core.layout.prefix)
     state_key = core.layout.prefix + STATE_KEY
     state_body = (yield from get_objects(core, [state_key]))[0]
@@ -219,29 +280,27 @@ def collect_flow(
     condemned_now: dict[str, float] = {}
     doomed: list[tuple[str, int]] = []
     for key, modified, size in listing:
-        relative = key[len(core.layout.prefix) :]
-        if not _OBJECT_KEY.fullmatch(relative):
+        if not _OBJECT_KEY.fullmatch(key[len(core.layout.prefix) :]):
             continue  # not ours (or the collector's own state)
         report.objects += 1
-        if key in referenced or key.startswith(protected_prefixes):
+        if key in referenced or key.startswith(protected):
             report.objects_referenced += 1
             continue
-        since = condemned_before.get(key, now)
-        if now - since >= grace and now - modified >= grace:
+        since = condemned_before.get(key, run.now)
+        if run.now - since >= run.grace and run.now - modified >= run.grace:
             doomed.append((key, size))
         else:
             condemned_now[key] = since
     report.objects_condemned = len(condemned_now)
     report.objects_deleted = len(doomed)
     report.bytes_deleted = sum(size for _, size in doomed)
-    if not dry_run:
+    if not run.dry_run:
         keys = [k for k, _ in doomed]
         for start in range(0, len(keys), 1000):
             yield from delete_objects(core, keys[start : start + 1000])
-            tick("sweep", min(start + 1000, len(keys)), len(keys))
+            run.tick("sweep", min(start + 1000, len(keys)), len(keys))
         body = codec.frame(codec.KIND_BLOB, json.dumps(condemned_now).encode(), 3)
         yield S3Put(state_key, body)
-    return report
 
 
 def _note_unreadable(
@@ -299,7 +358,7 @@ def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``15m``, ``6h``, ``7d`` -> seconds."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
     if not match:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 6h, 7d)")
+        raise InvalidConfigError(f"not a duration: {text!r} (use e.g. 90s, 15m, 6h, 7d)")
     factor = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
     return float(match.group(1)) * factor
 
@@ -307,29 +366,48 @@ def parse_duration(text: str) -> float:
 def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     """Scheduled collection in Lambda; configured by environment variables.
 
-    ``CHECKPOINT_BUCKET``, ``CHECKPOINT_TABLE``, ``CHECKPOINT_PREFIX``,
-    ``GC_GRACE`` (default ``1h``), ``GC_IDLE_TTL`` (unset: no expiry),
-    ``GC_EXPIRE_INTERRUPTED`` (``true`` to expire threads waiting on an interrupt),
-    ``GC_DRY_RUN`` (``true``).
+    ``CHECKPOINT_CONNECTION_STRING`` (``s3://bucket/prefix?table=t``, the storage
+    stack's output) or ``CHECKPOINT_BUCKET``, ``CHECKPOINT_TABLE`` and
+    ``CHECKPOINT_PREFIX``; ``GC_GRACE`` (default ``1h``), ``GC_IDLE_TTL`` (unset: no
+    expiry), ``GC_EXPIRE_INTERRUPTED`` (``true`` to expire threads waiting on an
+    interrupt), ``GC_DRY_RUN`` (``true``).
+
+    Raises:
+        DamageFoundError: the run found damaged checkpoints (after printing its
+            summary), so the function's Errors metric and its alarm fire.
     """
     import os
 
-    from langgraph_s3.saver import S3Saver
+    from langgraph_s3.saver import S3Saver, parse_conn_string
 
-    saver = S3Saver(
-        bucket=os.environ["CHECKPOINT_BUCKET"],
-        table=os.environ["CHECKPOINT_TABLE"],
-        prefix=os.environ.get("CHECKPOINT_PREFIX", ""),
+    url = os.environ.get("CHECKPOINT_CONNECTION_STRING")
+    where = (
+        parse_conn_string(url)
+        if url
+        else {
+            "bucket": os.environ["CHECKPOINT_BUCKET"],
+            "table": os.environ["CHECKPOINT_TABLE"],
+            "prefix": os.environ.get("CHECKPOINT_PREFIX", ""),
+        }
     )
     ttl = os.environ.get("GC_IDLE_TTL")
-    report = collect(
-        saver,
-        grace=parse_duration(os.environ.get("GC_GRACE", "1h")),
-        idle_ttl=parse_duration(ttl) if ttl else None,
-        keep_interrupted=os.environ.get("GC_EXPIRE_INTERRUPTED", "").lower() != "true",
-        dry_run=os.environ.get("GC_DRY_RUN", "").lower() == "true",
-    )
+    with S3Saver(**where) as saver:
+        report = collect(
+            saver,
+            grace=parse_duration(os.environ.get("GC_GRACE", "1h")),
+            idle_ttl=parse_duration(ttl) if ttl else None,
+            keep_interrupted=os.environ.get("GC_EXPIRE_INTERRUPTED", "").lower() != "true",
+            dry_run=os.environ.get("GC_DRY_RUN", "").lower() == "true",
+        )
     print(report.summary())
+    if report.errors:
+        raise DamageFoundError(
+            f"garbage collection found {len(report.errors)} damaged checkpoint(s) (first: "
+            f"{report.errors[0]}); their threads' objects were spared. Restore the named "
+            "objects from a backup or delete those threads (saver.delete_thread); the "
+            "next run collects what they leave",
+            errors=report.errors,
+        )
     return asdict(report)
 
 
