@@ -111,12 +111,15 @@ def aioboto3_check() -> int:
 
 
 def find_python(version: str) -> str | None:
-    """An interpreter of ``version`` (e.g. "3.13") on PATH or under pyenv, if any."""
-    found = shutil.which(f"python{version}")
-    if found:
-        return found
-    for candidate in sorted(Path.home().glob(f".pyenv/versions/{version}*/bin/python{version}")):
-        return str(candidate)
+    """A working interpreter of ``version`` (e.g. "3.13") on PATH or under pyenv."""
+    candidates = [shutil.which(f"python{version}")]
+    candidates += sorted(
+        str(p) for p in Path.home().glob(f".pyenv/versions/{version}*/bin/python{version}")
+    )
+    for candidate in candidates:
+        # A pyenv shim is on PATH even when that version is not selected; it then fails.
+        if candidate and subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
+            return candidate
     return None
 
 
