@@ -673,7 +673,7 @@ class Report:
                 ok,
                 f"import langgraph_s3 +{ms:.1f} ms (AsyncS3Saver +"
                 f"{main.get('langgraph_s3.AsyncS3Saver', {}).get('import_ms', float('nan')):.0f} "
-                f"ms, aioboto3), import langgraph_checkpoint_aws +"
+                f"ms, aiobotocore), import langgraph_checkpoint_aws +"
                 f"{aws_ms if aws_ms is not None else float('nan'):.1f} ms; requests while "
                 f"constructing S3Saver/AsyncS3Saver = {construct}",
             )

@@ -10,8 +10,8 @@ What it does:
    requirements change):
    * ``bench/.venv``      this project (editable, with ``async``), moto server,
                           langgraph, langgraph-checkpoint-sqlite, matplotlib;
-   * ``bench/.venv-aws``  langgraph-checkpoint-aws, which needs a newer boto3 than
-                          aioboto3 accepts, with the *same* langgraph versions;
+   * ``bench/.venv-aws``  langgraph-checkpoint-aws, kept apart from this project's
+                          dependencies, with the *same* langgraph versions;
 2. starts one moto server (S3 + DynamoDB) on 127.0.0.1 and a free port;
 3. runs every workload against every saver, each in a fresh subprocess that
    prints its figures as JSON (``bench/runner.py``), plus the protocol probes
