@@ -197,8 +197,12 @@ def test_policy_in_the_template_names_only_the_stack_resources() -> None:
     for has_kms in (False, True):
         docs = policy_documents(template, refs, has_kms)
         runtime, admin = docs["CheckpointPolicy"], docs["AdminPolicy"]
-        kms = [s for s in runtime["Statement"] if s["Sid"] == "UseBucketKeyThroughS3"]
-        assert len(kms) == int(has_kms)
+        kms = [s for s in runtime["Statement"] if s["Sid"].startswith("Use")]
+        assert [s["Sid"] for s in kms] == (
+            ["UseBucketKeyThroughS3", "UseTableKeyThroughDynamoDB"] if has_kms else []
+        )
+        via = {"UseBucketKeyThroughS3": "s3.R.amazonaws.com",
+               "UseTableKeyThroughDynamoDB": "dynamodb.R.amazonaws.com"}  # fmt: skip
         for statement in runtime["Statement"] + admin["Statement"]:
             assert statement["Effect"] == "Allow"
             actions = (
@@ -212,7 +216,7 @@ def test_policy_in_the_template_names_only_the_stack_resources() -> None:
             if statement in kms:
                 assert resources == [refs["KmsKeyArn"]]
                 assert statement["Condition"] == {
-                    "StringEquals": {"kms:ViaService": "s3.R.amazonaws.com"}
+                    "StringEquals": {"kms:ViaService": via[statement["Sid"]]}
                 }
             else:
                 assert set(resources) <= allowed_resources, statement
@@ -368,8 +372,33 @@ def test_kms_key_parameter_encrypts_with_the_key_and_grants_only_it(aws: None) -
             "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
             "Resource": key,
             "Condition": {"StringEquals": {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}},
-        }
+        },
+        {
+            "Sid": "UseTableKeyThroughDynamoDB",
+            "Effect": "Allow",
+            "Action": [
+                "kms:Decrypt",
+                "kms:DescribeKey",
+                "kms:Encrypt",
+                "kms:GenerateDataKey",
+                "kms:ReEncryptFrom",
+                "kms:ReEncryptTo",
+            ],
+            "Resource": key,
+            "Condition": {"StringEquals": {"kms:ViaService": f"dynamodb.{REGION}.amazonaws.com"}},
+        },
     ]
+    # The table is encrypted with the same key (it holds small bodies and pending
+    # writes). moto's CloudFormation does not pass SSESpecification on to the table, so
+    # this is checked on the template.
+    table = load_template(STORAGE)["Resources"]["Table"]["Properties"]
+    assert table["SSESpecification"] == {
+        "Fn::If": [
+            "HasKmsKey",
+            {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": {"Ref": "KmsKeyArn"}},
+            {"Ref": "AWS::NoValue"},
+        ]
+    }
 
 
 def test_deployed_policy_is_the_template_policy(stack: Stack) -> None:
@@ -834,7 +863,8 @@ def test_runtime_policy_allows_every_call_the_saver_makes(traffic: Traffic) -> N
             assert not allowed(runtime, request), (caller, request)
         else:
             assert allowed(runtime, request), (caller, request)
-    assert scanners == {"list", "gc.collect"}
+    # gc.collect scans its segments concurrently, so from the saver's worker threads.
+    assert scanners == {"list", "(a saver's worker thread)"}
 
 
 def test_runtime_policy_grants_no_action_the_saver_does_not_use(traffic: Traffic) -> None:
