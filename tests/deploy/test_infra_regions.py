@@ -112,3 +112,91 @@ def test_collector_lambda_handler_collects(
     second = gc.lambda_handler({}, None)
     assert second["objects_deleted"] == 1 and second["objects_condemned"] == 0
     assert not [k for k in inproc_backend.object_keys() if k.startswith("app/t/")]
+
+
+def _imports(node: Any) -> set[str]:
+    """The export names a template imports (``Fn::ImportValue: !Sub "${Stack}-Name"``)."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("Fn::ImportValue", "ImportValue"):
+                sub = value.get("Sub") or value.get("Fn::Sub")
+                found.add(sub.split("}-", 1)[1])
+            else:
+                found |= _imports(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _imports(value)
+    return found
+
+
+def _exports(template: dict[str, Any]) -> dict[str, str]:
+    """Output name -> the export name's suffix after ``${AWS::StackName}-``."""
+    return {
+        name: out["Export"]["Name"]["Sub"].split("}-", 1)[1]
+        for name, out in template["Outputs"].items()
+        if "Export" in out
+    }
+
+
+def test_collector_runs_alone_and_its_failures_are_kept_and_alarmed() -> None:
+    """gc.yaml: one run at a time, a failed run's event kept 14 days, a log that
+    expires, and alarms on failure (damage included), near-timeout runs, queued
+    failures and table throttling."""
+    resources = load("gc.yaml")["Resources"]
+    fn = resources["Collector"]["Properties"]
+    assert fn["ReservedConcurrentExecutions"] == 1
+    assert fn["LoggingConfig"] == {"LogGroup": {"Ref": "CollectorLogs"}}
+    logs = resources["CollectorLogs"]["Properties"]
+    assert logs["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    invoke = resources["CollectorInvokeConfig"]["Properties"]
+    assert invoke["FunctionName"] == {"Ref": "Collector"}
+    assert invoke["DestinationConfig"]["OnFailure"]["Destination"] == {"GetAtt": "FailedRuns.Arn"}
+    assert resources["FailedRuns"]["Properties"]["MessageRetentionPeriod"] == 14 * 86400
+    alarms = {k: v["Properties"] for k, v in resources.items() if v["Type"].endswith("Alarm")}
+    errors = alarms["CollectorFailedAlarm"]
+    assert (errors["MetricName"], errors["Threshold"]) == ("Errors", 1)
+    duration = alarms["CollectorNearTimeoutAlarm"]
+    assert duration["Threshold"] == 0.8 * fn["Timeout"] * 1000
+    throttles = {
+        m["MetricStat"]["Metric"]["MetricName"]
+        for m in alarms["TableThrottledAlarm"]["Metrics"]
+        if "MetricStat" in m
+    }
+    assert throttles == {"ReadThrottleEvents", "WriteThrottleEvents"}
+    assert "FailedRunsAlarm" in alarms
+    for alarm in alarms.values():
+        assert alarm["AlarmActions"] == {
+            "If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
+        }
+    assert "arn:aws:" not in (INFRA / "gc.yaml").read_text()  # ${AWS::Partition}
+
+
+def test_collector_deploys_against_either_storage_template() -> None:
+    """Everything gc.yaml imports is exported by storage.yaml and by multi-region.yaml,
+    which exports all that storage.yaml does."""
+    storage = _exports(load("storage.yaml"))
+    multi = _exports(load("multi-region.yaml"))
+    assert storage.items() <= multi.items()
+    needed = _imports(load("gc.yaml"))
+    assert needed and needed <= set(storage.values()) and needed <= set(multi.values())
+
+
+def test_multi_region_connection_string_is_what_the_saver_parses() -> None:
+    from langgraph_s3.saver import parse_conn_string
+
+    template = load("multi-region.yaml")
+    value = template["Outputs"]["ConnectionString"]["Value"]["Sub"]
+    resolved = (
+        value.replace("${HomeBucket}", "agents-us-east-1")
+        .replace("${Prefix}", "agents/")
+        .replace("${Table}", "agents")
+        .replace("${AWS::Region}", "us-east-1")
+    )
+    assert parse_conn_string(resolved) == {
+        "bucket": "agents-us-east-1",
+        "prefix": "agents/",
+        "table": "agents",
+        "region_name": "us-east-1",
+        "endpoint_url": None,
+    }
