@@ -34,6 +34,12 @@ from typing import TYPE_CHECKING, Any
 from langgraph_s3 import codec
 from langgraph_s3.core import SaverCore
 from langgraph_s3.core.index import delete_items
+from langgraph_s3.core.inventory import (
+    last_activity_ms,
+    scan_threads,
+    thread_id_of,
+    waiting_on_interrupt,
+)
 from langgraph_s3.core.objects import (
     delete_objects,
     get_objects,
@@ -49,7 +55,6 @@ from langgraph_s3.core.schema import (
     keys_of,
     parse_row,
     parse_writes,
-    s,
 )
 from langgraph_s3.core.values import entry_keys
 from langgraph_s3.errors import (
@@ -59,7 +64,7 @@ from langgraph_s3.errors import (
     ObjectError,
 )
 from langgraph_s3.keys import THREAD_OBJECT
-from langgraph_s3.operations import Ddb, Flow, S3Put, perform_all, response
+from langgraph_s3.operations import Flow, S3Put
 
 if TYPE_CHECKING:
     from langgraph_s3.aio import AsyncS3Saver
@@ -67,10 +72,7 @@ if TYPE_CHECKING:
 
 STATE_KEY = ".gc/state"
 DEFAULT_GRACE = 3600.0
-_INTERRUPT_ATTR = "m3"  # pending write index -3 is __interrupt__ (WRITES_IDX_MAP)
 _OBJECT_KEY = re.compile(rf"[^/]+/(?:{THREAD_OBJECT})")
-#: Segments of the parallel table scan, read concurrently.
-_SEGMENTS = 4
 #: Checkpoints whose objects are read in one round trip while marking.
 _MARK_BATCH = 32
 
@@ -125,7 +127,7 @@ def collect_flow(
             f"idle_ttl={idle_ttl!r}"
         )
     run = _Run(core, core.clock(), grace, dry_run, GcReport(dry_run=dry_run), progress)
-    threads = yield from _scan_threads(core)
+    threads = yield from scan_threads(core)
     run.report.threads = len(threads)
     if idle_ttl is not None:
         yield from _expire(run, threads, idle_ttl, keep_interrupted)
@@ -150,42 +152,16 @@ class _Run:
             self.progress(stage, done, total)
 
 
-def _scan_threads(core: SaverCore) -> Flow[dict[str, list[dict[str, Any]]]]:
-    """Every index item under the saver's prefix, grouped by thread (partition key).
-
-    A parallel scan: ``_SEGMENTS`` segments read concurrently, page after page. A
-    thread's items share a partition key, so they all come from one segment.
-    """
-    base: dict[str, Any] = {"TableName": core.table, "TotalSegments": _SEGMENTS}
-    if core.layout.prefix:
-        base["FilterExpression"] = "begins_with(pk, :p)"
-        base["ExpressionAttributeValues"] = {":p": s(core.layout.prefix)}
-    pending = [{**base, "Segment": i} for i in range(_SEGMENTS)]
-    threads: dict[str, list[dict[str, Any]]] = {}
-    while pending:
-        pages = yield from perform_all([Ddb("scan", request) for request in pending])
-        following = []
-        for request, result in zip(pending, pages, strict=True):
-            page = response(result)
-            for item in page.get("Items", []):
-                if core.layout.owns_pk(item["pk"]["S"]):
-                    threads.setdefault(item["pk"]["S"], []).append(item)
-            if page.get("LastEvaluatedKey"):
-                following.append({**request, "ExclusiveStartKey": page["LastEvaluatedKey"]})
-        pending = following
-    return threads
-
-
 def _expire(
     run: _Run, threads: dict[str, list[dict[str, Any]]], idle_ttl: float, keep_interrupted: bool
 ) -> Flow[None]:
     """Delete the index items of threads idle longer than ``idle_ttl`` (retention)."""
     expired = []
     for pk, items in threads.items():
-        if run.now * 1000 - _last_activity(items) <= idle_ttl * 1000:
+        if run.now * 1000 - last_activity_ms(items) <= idle_ttl * 1000:
             continue
-        thread_id = _thread_id(items)
-        if keep_interrupted and _waiting_on_interrupt(items):
+        thread_id = thread_id_of(items)
+        if keep_interrupted and waiting_on_interrupt(items):
             run.report.threads_kept_interrupted.append(thread_id)
             continue
         run.report.threads_expired.append(thread_id)
@@ -198,19 +174,6 @@ def _expire(
         del threads[pk]  # its objects are now unreferenced and go through the sweep
 
 
-def _last_activity(items: list[dict[str, Any]]) -> int:
-    """A thread's last write or (with touch_on_read) read, ms: from its heads, else
-    from its newest item."""
-    heads = [
-        max(int(i.get("at", {}).get("N", 0)), int(i.get("rd", {}).get("N", 0)))
-        for i in items
-        if i["sk"]["S"].startswith("h#")
-    ]
-    if heads:
-        return max(heads)
-    return max((int(i["at"]["N"]) for i in items if "at" in i), default=0)
-
-
 def _mark(run: _Run, threads: dict[str, list[dict[str, Any]]]) -> Flow[tuple[set[str], list[str]]]:
     """Every object the index references, and the thread folders whose references are
     unknown (an unreadable checkpoint): both are spared by the sweep."""
@@ -220,7 +183,7 @@ def _mark(run: _Run, threads: dict[str, list[dict[str, Any]]]) -> Flow[tuple[set
     orphan_writes: list[dict[str, Any]] = []
     for items in threads.values():
         committed = {checkpoint_ref(i) for i in items if is_checkpoint_item(i)}
-        thread_id = _thread_id(items)
+        thread_id = thread_id_of(items)
         for item in items:
             if is_checkpoint_item(item):
                 rows.append(parse_row(item))
@@ -314,20 +277,6 @@ def _note_unreadable(
     protected.append(core.layout.thread_prefix(row.thread_id))
     if not isinstance(exc, MissingObjectError):
         report.errors.append(str(exc))
-
-
-def _thread_id(items: list[dict[str, Any]]) -> str:
-    return str(next((i["th"]["S"] for i in items if "th" in i), items[0]["pk"]["S"]))
-
-
-def _waiting_on_interrupt(items: list[dict[str, Any]]) -> bool:
-    """True if the root namespace's latest checkpoint has a pending ``__interrupt__``."""
-    root = [parse_row(i) for i in items if is_checkpoint_item(i) and i["ns"]["S"] == ""]
-    if not root:
-        return False
-    latest = max(root, key=lambda r: r.checkpoint_id)
-    prefix = latest.item["sk"]["S"] + "#w#"
-    return any(i["sk"]["S"].startswith(prefix) and _INTERRUPT_ATTR in i for i in items)
 
 
 def collect(saver: S3Saver, **kwargs: Any) -> GcReport:
