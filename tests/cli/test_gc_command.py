@@ -31,19 +31,19 @@ def test_gc_with_a_connection_string_and_its_exit_codes(server_backend: Backend)
         f"s3://{server_backend.bucket}?table={server_backend.table}&region={REGION}"
         f"&endpoint_url={server_backend.endpoint_url}"
     )
-    ok = run("gc", "--connection-string", url, "--json")
+    ok = run("--url", url, "gc", "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["errors"] == []
     assert "\r" not in ok.stderr  # no progress bar when stderr is not a terminal
 
-    usage = run("gc", "--connection-string", url, "--idle-ttl", "0s")
+    usage = run("--url", url, "gc", "--idle-ttl", "0s")
     assert usage.returncode == 2 and "--idle-ttl must be longer than 0" in usage.stderr
-    assert run("gc", "--bucket", "b").returncode == 2  # no table
+    assert run("--bucket", "b", "gc").returncode == 2  # no table
 
     missing = url.replace(server_backend.table, "no-such-table")
-    storage = run("gc", "--connection-string", missing)
+    storage = run("--connection-string", missing, "gc")
     assert storage.returncode == 3
     assert "StorageNotFoundError" in storage.stderr and "no-such-table" in storage.stderr
     assert "Traceback" not in storage.stderr
-    debug = run("gc", "--connection-string", missing, "--debug")
+    debug = run("--connection-string", missing, "--debug", "gc")
     assert debug.returncode != 0 and "Traceback" in debug.stderr

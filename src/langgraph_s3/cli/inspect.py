@@ -1,0 +1,307 @@
+"""Read-only commands: threads, history, show, diff, stats, verify."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.tree import Tree
+
+from langgraph_s3.cli.common import NOT_OK, OK, fail, jsonable, out, print_json, saver
+from langgraph_s3.errors import ObjectError
+
+#: Storage prices (us-east-1, 2026-11-21) the estimate uses: S3 Standard and DynamoDB
+#: Standard table class, per GB-month (https://aws.amazon.com/s3/pricing/,
+#: https://aws.amazon.com/dynamodb/pricing/on-demand/); bench/prices.py keeps the same.
+S3_GB_MONTH = 0.023
+DDB_GB_MONTH = 0.25
+#: DynamoDB bills about 100 bytes of overhead per item.
+DDB_ITEM_OVERHEAD = 100
+GB = 1024**3
+
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+
+
+def _ago(ms: int) -> str:
+    seconds = max(0.0, time.time() - ms / 1000)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit} ago"
+    return f"{seconds:.0f}s ago"
+
+
+def threads(
+    ctx: typer.Context,
+    interrupted: Annotated[bool, typer.Option(help="only threads paused on an interrupt")] = False,
+    idle_for: Annotated[
+        str | None, typer.Option(help="only threads idle this long, e.g. 7d")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="at most this many (newest first)")] = 50,
+    json_: JsonOption = False,
+) -> None:
+    """List threads, most recently active first.
+
+    Example: langgraph-s3 --url s3://my-bucket/agents/?table=checkpoints threads --interrupted
+    """
+    from langgraph_s3.core.inventory import thread_summaries
+    from langgraph_s3.gc import parse_duration
+
+    idle = parse_duration(idle_for) if idle_for else None
+    with saver(ctx) as s:
+        found = s._run(thread_summaries(s))
+    now_ms = time.time() * 1000
+    found = [
+        t
+        for t in found
+        if (not interrupted or t.interrupted)
+        and (idle is None or now_ms - t.last_activity_ms >= idle * 1000)
+    ][:limit]
+    if json_:
+        print_json([asdict(t) for t in found])
+        return
+    table = Table("thread", "last activity", "step", "interrupt", "checkpoints", "bytes")
+    for t in found:
+        table.add_row(
+            t.thread_id,
+            _ago(t.last_activity_ms),
+            "" if t.step is None else str(t.step),
+            "waiting" if t.interrupted else "",
+            str(t.checkpoints),
+            str(t.object_bytes + t.index_bytes),
+        )
+    out.print(table)
+
+
+def _config(thread: str, checkpoint: str | None = None, ns: str = "") -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    if checkpoint:
+        conf["checkpoint_id"] = checkpoint
+    return {"configurable": conf}
+
+
+def _history_rows(s: Any, thread: str) -> list[dict[str, Any]]:
+    rows = []
+    for tup in s.list({"configurable": {"thread_id": thread}}):
+        conf = tup.config["configurable"]
+        parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+        rows.append(
+            {
+                "checkpoint_id": conf["checkpoint_id"],
+                "checkpoint_ns": conf["checkpoint_ns"],
+                "parent_id": parent,
+                "step": tup.metadata.get("step"),
+                "source": tup.metadata.get("source"),
+                "pending_writes": len(tup.pending_writes or []),
+                "interrupted": any(w[1] == "__interrupt__" for w in tup.pending_writes or []),
+            }
+        )
+    rows.sort(key=lambda r: (r["checkpoint_ns"], r["checkpoint_id"]))
+    return rows
+
+
+def history(ctx: typer.Context, thread: str, json_: JsonOption = False) -> None:
+    """The thread's checkpoints as a tree: forks branch, each namespace its own tree.
+
+    Example: langgraph-s3 history user-42
+    """
+    with saver(ctx) as s:
+        rows = _history_rows(s, thread)
+    if not rows:
+        fail(NOT_OK, f"thread {thread!r} has no checkpoints")
+    if json_:
+        print_json(rows)
+        return
+    children: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    for row in rows:
+        children.setdefault((row["checkpoint_ns"], row["parent_id"]), []).append(row)
+    for ns in sorted({r["checkpoint_ns"] for r in rows}):
+        tree = Tree(f"[bold]{thread}[/]" + (f"  namespace {ns!r}" if ns else ""))
+        known = {r["checkpoint_id"] for r in rows if r["checkpoint_ns"] == ns}
+        roots = [r for r in rows if r["checkpoint_ns"] == ns and r["parent_id"] not in known]
+        _grow(tree, roots, children, ns)
+        out.print(tree)
+
+
+def _grow(node: Any, rows: list[dict[str, Any]], children: dict[Any, Any], ns: str) -> None:
+    for row in rows:
+        label = f"{row['checkpoint_id']}  step {row['step']}  {row['source']}"
+        if row["interrupted"]:
+            label += "  [yellow]waiting on interrupt[/]"
+        below = children.get((ns, row["checkpoint_id"]), [])
+        if len(below) > 1:
+            label += f"  [cyan]fork: {len(below)} branches[/]"
+        _grow(node.add(label), below, children, ns)
+
+
+def show(
+    ctx: typer.Context,
+    thread: str,
+    checkpoint: Annotated[str | None, typer.Argument(help="default: the latest")] = None,
+    ns: Annotated[str, typer.Option(help="checkpoint namespace")] = "",
+    channel: Annotated[str | None, typer.Option(help="only this channel's value")] = None,
+    json_: JsonOption = False,
+) -> None:
+    """A checkpoint: channel values, pending writes, interrupts, metadata.
+
+    Example: langgraph-s3 show user-42 --channel messages
+    """
+    with saver(ctx) as s:
+        tup = s.get_tuple(_config(thread, checkpoint, ns))
+    if tup is None:
+        fail(NOT_OK, f"no checkpoint {checkpoint or '(latest)'} in thread {thread!r}")
+    values = tup.checkpoint["channel_values"]
+    if channel is not None:
+        if channel not in values:
+            fail(NOT_OK, f"no channel {channel!r}; channels: {', '.join(sorted(values))}")
+        values = {channel: values[channel]}
+    writes = [
+        {"task_id": t, "channel": c, "value": jsonable(v)} for t, c, v in tup.pending_writes or []
+    ]
+    shown = {
+        "checkpoint_id": tup.config["configurable"]["checkpoint_id"],
+        "checkpoint_ns": ns,
+        "parent_id": tup.parent_config["configurable"]["checkpoint_id"]
+        if tup.parent_config
+        else None,
+        "values": jsonable(values),
+        "pending_writes": [w for w in writes if w["channel"] != "__interrupt__"],
+        "interrupts": [w["value"] for w in writes if w["channel"] == "__interrupt__"],
+        "metadata": jsonable(dict(tup.metadata)),
+    }
+    if json_:
+        print_json(shown)
+        return
+    for key in ("checkpoint_id", "parent_id"):
+        out.print(f"[bold]{key}[/]: {shown[key]}")
+    for section in ("values", "pending_writes", "interrupts", "metadata"):
+        out.print(f"[bold]{section}[/]:")
+        out.print_json(data=shown[section])
+
+
+def diff(
+    ctx: typer.Context, thread: str, a: str, b: str, ns: str = "", json_: JsonOption = False
+) -> None:
+    """What changed between two checkpoints of a thread (channel values).
+
+    Example: langgraph-s3 diff user-42 1f0a...  1f0b...
+    """
+    with saver(ctx) as s:
+        first, second = (s.get_tuple(_config(thread, c, ns)) for c in (a, b))
+    for cid, tup in ((a, first), (b, second)):
+        if tup is None:
+            fail(NOT_OK, f"no checkpoint {cid} in thread {thread!r}")
+    assert first is not None and second is not None
+    va, vb = first.checkpoint["channel_values"], second.checkpoint["channel_values"]
+    changes = {
+        "added": {k: jsonable(vb[k]) for k in sorted(vb.keys() - va.keys())},
+        "removed": {k: jsonable(va[k]) for k in sorted(va.keys() - vb.keys())},
+        "changed": {
+            k: {"from": jsonable(va[k]), "to": jsonable(vb[k])}
+            for k in sorted(va.keys() & vb.keys())
+            if va[k] != vb[k]
+        },
+    }
+    if json_:
+        print_json(changes)
+        return
+    for kind, color in (("added", "green"), ("removed", "red"), ("changed", "yellow")):
+        for name, value in changes[kind].items():
+            out.print(f"[{color}]{kind:>7}[/] {name}: {value}", highlight=False)
+    if not any(changes.values()):
+        out.print("no channel changed")
+
+
+def stats(
+    ctx: typer.Context,
+    thread: Annotated[str | None, typer.Argument()] = None,
+    json_: JsonOption = False,
+) -> None:
+    """Objects, bytes and the estimated monthly storage cost (all threads, or one).
+
+    Example: langgraph-s3 stats --json
+    """
+    from langgraph_s3.core.inventory import thread_summaries
+
+    with saver(ctx) as s:
+        found = s._run(thread_summaries(s))
+    if thread is not None:
+        found = [t for t in found if t.thread_id == thread]
+        if not found:
+            fail(NOT_OK, f"thread {thread!r} has no checkpoints")
+    object_bytes = sum(t.object_bytes for t in found)
+    index_bytes = sum(t.index_bytes for t in found) + DDB_ITEM_OVERHEAD * sum(
+        t.checkpoints for t in found
+    )
+    figures = {
+        "threads": len(found),
+        "checkpoints": sum(t.checkpoints for t in found),
+        "objects": sum(t.objects for t in found),
+        "object_bytes": object_bytes,
+        "index_bytes": index_bytes,
+        "monthly_storage_usd": round(
+            object_bytes / GB * S3_GB_MONTH + index_bytes / GB * DDB_GB_MONTH, 6
+        ),
+        "prices": {
+            "s3_gb_month": S3_GB_MONTH,
+            "dynamodb_gb_month": DDB_GB_MONTH,
+            "as_of": "2026-11-21",
+        },
+    }
+    if json_:
+        print_json(figures)
+        return
+    table = Table("figure", "value")
+    for key, value in figures.items():
+        if key != "prices":
+            table.add_row(key, str(value))
+    out.print(table)
+    out.print(f"prices: S3 ${S3_GB_MONTH}/GB-month, DynamoDB ${DDB_GB_MONTH}/GB-month (us-east-1)")
+
+
+def verify(
+    ctx: typer.Context,
+    thread: Annotated[str | None, typer.Argument()] = None,
+    json_: JsonOption = False,
+) -> None:
+    """Read every committed checkpoint back (objects verified against their digests).
+
+    Exits 1 when anything is missing or damaged. Example: langgraph-s3 verify user-42
+    """
+    from langgraph_s3.core import schema
+    from langgraph_s3.core.index import thread_items
+    from langgraph_s3.core.inventory import scan_threads
+
+    damaged: list[dict[str, str]] = []
+    checked = 0
+    with saver(ctx) as s:
+        if thread is None:
+            groups = list(s._run(scan_threads(s)).values())
+        else:
+            groups = [s._run(thread_items(s, thread))]
+        for items in groups:
+            for row in (schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)):
+                checked += 1
+                try:
+                    s.get_tuple(_config(row.thread_id, row.checkpoint_id, row.ns))
+                except ObjectError as exc:
+                    damaged.append(
+                        {
+                            "thread_id": row.thread_id,
+                            "checkpoint_ns": row.ns,
+                            "checkpoint_id": row.checkpoint_id,
+                            "error": str(exc),
+                        }
+                    )
+    if json_:
+        print_json({"checked": checked, "damaged": damaged})
+    else:
+        for d in damaged:
+            out.print(
+                f"[red]damaged[/] {d['thread_id']} {d['checkpoint_id']}: {d['error']}",
+                highlight=False,
+            )
+        out.print(f"{checked} checkpoint(s) checked, {len(damaged)} damaged")
+    raise typer.Exit(NOT_OK if damaged else OK)
