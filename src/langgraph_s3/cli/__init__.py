@@ -10,7 +10,6 @@ import sys
 from collections.abc import Callable
 from typing import Annotated
 
-import click
 import typer
 
 from langgraph_s3.cli import inspect, manage
@@ -93,18 +92,23 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     command = typer.main.get_command(app)
     try:
-        command.main(args=args, prog_name="langgraph-s3", standalone_mode=False)
-    except click.exceptions.Exit as done:
+        # Without standalone mode click returns a command's exit code instead of exiting.
+        code = command.main(args=args, prog_name="langgraph-s3", standalone_mode=False)
+    except typer.Exit as done:
         return done.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         err.print("aborted")
         return NOT_OK
-    except click.ClickException as exc:
-        exc.show()
+    except typer.TyperException as exc:  # usage errors: bad option, missing argument
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            err.print(f"error: {exc}")
         return USAGE
     except S3SaverError as exc:
         if "--debug" in args:
             raise
         err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
         return exit_code(exc)
-    return OK
+    return code if isinstance(code, int) else OK

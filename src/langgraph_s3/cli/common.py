@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterator
@@ -106,4 +107,6 @@ def jsonable(value: Any, limit: int = 2000) -> Any:
         return value
     if hasattr(value, "model_dump"):
         return jsonable(value.model_dump(), limit)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value), limit)
     return repr(value)

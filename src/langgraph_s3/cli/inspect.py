@@ -168,7 +168,12 @@ def show(
         else None,
         "values": jsonable(values),
         "pending_writes": [w for w in writes if w["channel"] != "__interrupt__"],
-        "interrupts": [w["value"] for w in writes if w["channel"] == "__interrupt__"],
+        "interrupts": [
+            one
+            for w in writes
+            if w["channel"] == "__interrupt__"
+            for one in (w["value"] if isinstance(w["value"], list) else [w["value"]])
+        ],
         "metadata": jsonable(dict(tup.metadata)),
     }
     if json_:

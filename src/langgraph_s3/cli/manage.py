@@ -138,7 +138,7 @@ def export(
 
 def import_(
     ctx: typer.Context,
-    archive: Path,
+    archive: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
     thread_id: Annotated[str | None, typer.Option(help="import as this thread id")] = None,
 ) -> None:
     """Restore an archive made by export (into this bucket, prefix and region).
