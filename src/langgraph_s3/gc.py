@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -289,20 +288,6 @@ async def acollect(saver: AsyncS3Saver, **kwargs: Any) -> GcReport:
     return await saver._run(collect_flow(saver, **kwargs))
 
 
-def progress_bar(stream: Any = sys.stderr) -> Progress:
-    """A one-line text progress bar for the command line."""
-
-    def show(stage: str, done: int, total: int) -> None:
-        width = 30
-        filled = width if total == 0 else width * done // total
-        stream.write(f"\r{stage:>7} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        if done >= total:
-            stream.write("\n")
-        stream.flush()
-
-    return show
-
-
 def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``15m``, ``6h``, ``7d`` -> seconds."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
@@ -368,5 +353,4 @@ __all__ = [
     "collect_flow",
     "lambda_handler",
     "parse_duration",
-    "progress_bar",
 ]

@@ -110,3 +110,23 @@ def jsonable(value: Any, limit: int = 2000) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return jsonable(dataclasses.asdict(value), limit)
     return repr(value)
+
+
+@contextmanager
+def progress() -> Iterator[Any]:
+    """A ``(stage, done, total)`` callback drawing Rich progress bars on stderr, or
+    ``None`` when stderr is not a terminal (logs stay free of bars)."""
+    if not progress_enabled():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err, transient=True) as bars:
+        tasks: dict[str, Any] = {}
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bars.add_task(stage, total=total)
+            bars.update(tasks[stage], completed=done, total=total)
+
+        yield tick

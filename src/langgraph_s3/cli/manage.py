@@ -17,7 +17,7 @@ from langgraph_s3.cli.common import (
     fail,
     out,
     print_json,
-    progress_enabled,
+    progress,
     saver,
     where,
 )
@@ -164,10 +164,12 @@ def migrate(
 
     Example: langgraph-s3 --url s3://my-bucket/agents/?table=t migrate --from sqlite:///checkpoints.db
     """
-    from langgraph_s3.archive import copy_threads, open_source
+    from langgraph_s3.archive import copy_threads, open_source, thread_ids
 
-    with open_source(source) as src, saver(ctx) as s:
-        copied = copy_threads(src, s, thread or None)
+    with open_source(source) as src, saver(ctx) as s, progress() as tick:
+        threads = thread or thread_ids(src)
+        step = None if tick is None else (lambda n: tick("migrate", n, len(threads)))
+        copied = copy_threads(src, s, threads, progress=step)
     if json_:
         print_json([c.__dict__ for c in copied])
         return
@@ -194,17 +196,16 @@ def gc(
     Example: langgraph-s3 --url s3://my-bucket/agents/?table=t gc --idle-ttl 30d --dry-run
     """
     from langgraph_s3.errors import InvalidConfigError
-    from langgraph_s3.gc import collect, parse_duration, progress_bar
+    from langgraph_s3.gc import collect, parse_duration
 
     seconds = parse_duration(grace)
     ttl = parse_duration(idle_ttl) if idle_ttl else None
     if ttl is not None and ttl <= 0:
         raise InvalidConfigError(f"--idle-ttl must be longer than 0, got {idle_ttl!r}")
-    show = not quiet and progress_enabled()
-    with saver(ctx) as s:
+    with saver(ctx) as s, progress() as tick:
         report = collect(
             s, grace=seconds, idle_ttl=ttl, keep_interrupted=not expire_interrupted,
-            dry_run=dry_run, progress=progress_bar() if show else None,
+            dry_run=dry_run, progress=None if quiet else tick,
         )  # fmt: skip
     print(report.to_json() if json_ else report.summary())
     raise typer.Exit(NOT_OK if report.errors else OK)
