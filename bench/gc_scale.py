@@ -1,0 +1,124 @@
+"""The collector at scale: time and memory of one collection over N threads.
+
+    .venv/bin/python bench/gc_scale.py [--threads 10000]
+
+A moto server (``bench/moto_server.py``, its own process) holds N threads whose index
+items are clones of what a real put writes (two checkpoints with their head, bodies in
+the index), written with BatchWriteItem, plus one garbage blob per 100 threads. One
+``gc.collect`` then runs in this process; its wall time and the peak of Python memory
+it allocated (tracemalloc) are printed. Run with the project's ``.venv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+os.environ.update(
+    AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1"
+)
+
+
+def template_items(saver: Any) -> list[dict[str, Any]]:
+    """The index items of one real two-step thread."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    parent = None
+    for step in range(2):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": [f"turn {i}" for i in range(step + 1)]}
+        cp["channel_versions"] = {"messages": saver.get_next_version(None, None)}
+        conf: dict[str, Any] = {"thread_id": "template", "checkpoint_ns": ""}
+        if parent:
+            conf["checkpoint_id"] = parent
+        parent = saver.put({"configurable": conf}, cp, {"step": step}, cp["channel_versions"])[
+            "configurable"
+        ]["checkpoint_id"]
+    ddb = saver.dynamodb_client
+    found = ddb.query(
+        TableName=saver.table,
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": "template"}},
+    )
+    return list(found["Items"])
+
+
+def clone(item: dict[str, Any], name: str) -> dict[str, Any]:
+    """``item`` for thread ``name``; a body in the item is re-written to name it too."""
+    from langgraph_s3 import codec
+
+    out = {**item, "pk": {"S": name}, "th": {"S": name}}
+    if "b" in item:
+        env = codec.unpack(
+            codec.unframe(item["b"]["B"], key="", kind=codec.KIND_CHECKPOINT), key=""
+        )
+        body = codec.frame(codec.KIND_CHECKPOINT, codec.pack({**env, "th": name}), 3)
+        out.update(b={"B": body}, h={"S": codec.digest(body)}, sz={"N": str(len(body))})
+    return out
+
+
+def populate(saver: Any, threads: int) -> None:
+    ddb, s3 = saver.dynamodb_client, saver.s3_client
+    template = template_items(saver)
+    batch: list[dict[str, Any]] = []
+    for n in range(threads):
+        name = f"thread-{n:07d}"
+        for item in template:
+            batch.append({"PutRequest": {"Item": clone(item, name)}})
+            if len(batch) == 25:
+                ddb.batch_write_item(RequestItems={saver.table: batch})
+                batch = []
+        if n % 100 == 0:  # garbage: a blob no checkpoint references
+            s3.put_object(Bucket=saver.bucket, Key=f"{name}/b/{n:064x}", Body=b"LGS3")
+    if batch:
+        ddb.batch_write_item(RequestItems={saver.table: batch})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=10_000)
+    args = parser.parse_args()
+    server = subprocess.Popen([sys.executable, str(HERE / "moto_server.py")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert server.stdout is not None
+    endpoint = json.loads(server.stdout.readline())["endpoint"]
+    try:
+        from langgraph_s3 import S3Saver
+        from langgraph_s3.gc import collect
+
+        saver = S3Saver(
+            bucket="gc-scale", table="gc-scale", endpoint_url=endpoint, region_name="us-east-1"
+        )
+        saver.setup()
+        started = time.perf_counter()
+        populate(saver, args.threads)
+        loaded = time.perf_counter() - started
+        tracemalloc.start()
+        started = time.perf_counter()
+        report = collect(saver, grace=0)
+        seconds = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    finally:
+        server.stdin.close()  # type: ignore[union-attr]
+        server.wait(timeout=60)
+    print(json.dumps({
+        "threads": report.threads, "objects": report.objects,
+        "objects_deleted": report.objects_deleted, "errors": len(report.errors),
+        "populate_s": round(loaded, 1), "collect_s": round(seconds, 1),
+        "peak_python_mb": round(peak / 2**20, 1),
+        "peak_bytes_per_thread": round(peak / max(1, report.threads)),
+    }))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
