@@ -18,8 +18,8 @@ from langgraph.types import Command
 
 from langgraph_s3 import ClockSkewError
 from tests.conftest import Backend
-from tests.storage.test_concurrency import build_gated
 from tests.graphs.test_graphs import Calls, cfg
+from tests.storage.test_concurrency import build_gated
 
 SKEWS = [0.0, 0.05, 0.25, 1.0, 10.0]
 
