@@ -95,6 +95,9 @@ def test_read_commands_and_their_json(thread: tuple[Backend, list[str]]) -> None
     figures = json.loads(run("--url", where, "stats", "--json").stdout)
     assert figures["threads"] == 1 and figures["checkpoints"] == len(ids) + 1
     assert figures["monthly_storage_usd"] >= 0 and figures["prices"]["s3_gb_month"] > 0
+    one = json.loads(run("--url", where, "stats", "t1", "--json").stdout)
+    assert one["checkpoints"] == len(ids) + 1 and one["compression_ratio"] > 1
+    assert one["bytes_uncompressed"] > one["object_bytes"]
 
     checked = run("--url", where, "verify", "--json")
     assert checked.returncode == 0 and json.loads(checked.stdout)["damaged"] == []

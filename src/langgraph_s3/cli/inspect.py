@@ -224,7 +224,8 @@ def stats(
     thread: Annotated[str | None, typer.Argument()] = None,
     json_: JsonOption = False,
 ) -> None:
-    """Objects, bytes and the estimated monthly storage cost (all threads, or one).
+    """Objects, bytes and the estimated monthly storage cost (all threads, or one; for
+    one thread also its compression ratio and the blob writes dedup saved).
 
     Example: langgraph-s3 stats --json
     """
@@ -255,6 +256,15 @@ def stats(
             "as_of": "2026-11-21",
         },
     }
+    if thread is not None:
+        # One thread: read its objects back for compression and dedup (demo's figures).
+        from langgraph_s3.demo import storage_figures
+
+        with saver(ctx) as s:
+            measured = storage_figures(s, thread)
+        for key in ("bytes_uncompressed", "compression_ratio", "blobs", "blob_references",
+                    "blob_writes_saved_by_dedup"):  # fmt: skip
+            figures[key] = measured[key]
     if json_:
         print_json(figures)
         return
