@@ -22,6 +22,7 @@ One module per question (docs/architecture.md draws them):
 - ``history``: listing, and the parent-chain walk (delta history, prune).
 - ``threads``: delete, delete by run, copy, prune.
 - ``setup``: creating the bucket and table.
+- ``inventory``: which threads are stored, how active and large (gc, the CLI).
 
 The storage layout is described in ``docs/layout.md`` and the commit and
 conflict rules in ``docs/concurrency.md``.
