@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import inspect
+import io
 import json
 import operator
 import sys
 import threading
 import time
 import uuid
+import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -909,3 +911,60 @@ def test_policies_deny_the_same_calls_elsewhere(traffic: Traffic, what: str) -> 
             continue
         assert not allowed(both, other), (caller, other)
     assert moved > 20
+
+
+# ------------------------------------------------------------- gc.yaml beside it
+
+
+def test_collector_stack_deploys_against_the_storage_stack(stack: Stack) -> None:
+    """infra/gc.yaml deployed beside this storage stack: moto creates the function, its
+    role, log group, failure queue and schedule; it accepts but does not model
+    ``AWS::Lambda::EventInvokeConfig`` and the alarms, which test_infra_regions.py
+    checks on the template."""
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="collector-code")
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as z:
+        z.writestr("placeholder.py", "")
+    s3.put_object(Bucket="collector-code", Key="gc.zip", Body=code.getvalue())
+    cfn = boto3.client("cloudformation", region_name=REGION)
+    cfn.create_stack(
+        StackName="collector",
+        TemplateBody=(ROOT / "infra" / "gc.yaml").read_text(),
+        Parameters=[
+            {"ParameterKey": "StorageStackName", "ParameterValue": "checkpoints"},
+            {"ParameterKey": "CodeBucket", "ParameterValue": "collector-code"},
+            {"ParameterKey": "CodeKey", "ParameterValue": "gc.zip"},
+            {"ParameterKey": "LogRetentionDays", "ParameterValue": "14"},
+        ],
+        Capabilities=["CAPABILITY_IAM"],
+    )
+    desc = cfn.describe_stacks(StackName="collector")["Stacks"][0]
+    assert desc["StackStatus"] == "CREATE_COMPLETE", desc.get("StackStatusReason")
+
+    fn = boto3.client("lambda", region_name=REGION).get_function(FunctionName="collector-collector")
+    config = fn["Configuration"]
+    assert config["Handler"] == "langgraph_s3.gc.lambda_handler"
+    env = config["Environment"]["Variables"]
+    assert (env["CHECKPOINT_BUCKET"], env["CHECKPOINT_TABLE"], env["CHECKPOINT_PREFIX"]) == (
+        stack.bucket,
+        stack.table,
+        stack.prefix,
+    )
+    assert fn["Concurrency"] == {"ReservedConcurrentExecutions": 1}
+    (group,) = boto3.client("logs", region_name=REGION).describe_log_groups(
+        logGroupNamePrefix="/aws/lambda/collector-collector"
+    )["logGroups"]
+    assert group["retentionInDays"] == 14
+    queues = boto3.client("sqs", region_name=REGION).list_queues()["QueueUrls"]
+    assert [q for q in queues if "collector-FailedRuns" in q]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in desc["Outputs"]}
+    assert outputs["CollectorFunction"] == "collector-collector"
+    rule = boto3.client("events", region_name=REGION).list_targets_by_rule(
+        Rule=next(
+            r["PhysicalResourceId"]
+            for r in cfn.list_stack_resources(StackName="collector")["StackResourceSummaries"]
+            if r["LogicalResourceId"] == "CollectorSchedule"
+        )
+    )
+    assert [t["Arn"] for t in rule["Targets"]] == [config["FunctionArn"]]
