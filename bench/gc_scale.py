@@ -1,6 +1,6 @@
 """The collector at scale: time and memory of one collection over N threads.
 
-    .venv/bin/python bench/gc_scale.py [--threads 10000]
+    .venv/bin/python bench/gc_scale.py [--threads 10000] [--tracemalloc]
 
 A moto server (``bench/moto_server.py``, its own process) holds N threads whose index
 items are clones of what a real put writes (two checkpoints with their head, bodies in
@@ -82,17 +82,53 @@ def populate(saver: Any, threads: int) -> None:
         ddb.batch_write_item(RequestItems={saver.table: batch})
 
 
+def collect_once(endpoint: str, trace: bool) -> dict[str, Any]:
+    """One collection in this process: time, RSS growth, and (``trace``) Python peak."""
+    import resource
+
+    from langgraph_s3 import S3Saver
+    from langgraph_s3.gc import collect
+
+    saver = S3Saver(
+        bucket="gc-scale", table="gc-scale", endpoint_url=endpoint, region_name="us-east-1"
+    )
+    saver.setup()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    if trace:
+        tracemalloc.start()
+    started = time.perf_counter()
+    report = collect(saver, grace=0)
+    seconds = time.perf_counter() - started
+    out: dict[str, Any] = {
+        "threads": report.threads, "objects": report.objects,
+        "objects_deleted": report.objects_deleted, "errors": len(report.errors),
+        "collect_s": round(seconds, 1),
+        "rss_before_mb": round(before / 1024, 1),
+        "rss_growth_mb": round(
+            (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024, 1
+        ),
+    }  # fmt: skip
+    if trace:
+        out["peak_python_mb"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
+        tracemalloc.stop()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=10_000)
+    parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument("--collect", metavar="ENDPOINT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.collect:
+        print(json.dumps(collect_once(args.collect, args.tracemalloc)))
+        return 0
     server = subprocess.Popen([sys.executable, str(HERE / "moto_server.py")],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert server.stdout is not None
     endpoint = json.loads(server.stdout.readline())["endpoint"]
     try:
         from langgraph_s3 import S3Saver
-        from langgraph_s3.gc import collect
 
         saver = S3Saver(
             bucket="gc-scale", table="gc-scale", endpoint_url=endpoint, region_name="us-east-1"
@@ -101,22 +137,18 @@ def main() -> int:
         started = time.perf_counter()
         populate(saver, args.threads)
         loaded = time.perf_counter() - started
-        tracemalloc.start()
-        started = time.perf_counter()
-        report = collect(saver, grace=0)
-        seconds = time.perf_counter() - started
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+        child = [sys.executable, __file__, "--collect", endpoint]
+        if args.tracemalloc:
+            child.append("--tracemalloc")
+        run = subprocess.run(child, capture_output=True, text=True, check=True)
     finally:
         server.stdin.close()  # type: ignore[union-attr]
         server.wait(timeout=60)
-    print(json.dumps({
-        "threads": report.threads, "objects": report.objects,
-        "objects_deleted": report.objects_deleted, "errors": len(report.errors),
-        "populate_s": round(loaded, 1), "collect_s": round(seconds, 1),
-        "peak_python_mb": round(peak / 2**20, 1),
-        "peak_bytes_per_thread": round(peak / max(1, report.threads)),
-    }))  # fmt: skip
+    result = {"populate_s": round(loaded, 1), **json.loads(run.stdout)}
+    result["rss_growth_bytes_per_thread"] = round(
+        result["rss_growth_mb"] * 2**20 / max(1, result["threads"])
+    )
+    print(json.dumps(result))
     return 0
 
 

@@ -35,14 +35,14 @@ from langgraph_s3.core import SaverCore
 from langgraph_s3.core.index import delete_items
 from langgraph_s3.core.inventory import (
     last_activity_ms,
-    scan_threads,
+    scan_items,
     thread_id_of,
     waiting_on_interrupt,
 )
 from langgraph_s3.core.objects import (
     delete_objects,
     get_objects,
-    list_keys,
+    list_pages,
     object_key,
     read_envelopes,
 )
@@ -62,6 +62,7 @@ from langgraph_s3.errors import (
     MissingObjectError,
     ObjectError,
 )
+from langgraph_s3.gc_store import GcStore
 from langgraph_s3.keys import THREAD_OBJECT
 from langgraph_s3.operations import Flow, S3Put
 
@@ -74,7 +75,10 @@ DEFAULT_GRACE = 3600.0
 _OBJECT_KEY = re.compile(rf"[^/]+/(?:{THREAD_OBJECT})")
 #: Checkpoints whose objects are read in one round trip while marking.
 _MARK_BATCH = 32
+#: Orphaned pending-write items deleted together.
+_ORPHAN_BATCH = 1000
 
+#: ``(stage, done, total)``: stages ``scan``, ``mark``, ``sweep``; total 0 when not known.
 Progress = Callable[[str, int, int], None]
 
 
@@ -118,20 +122,25 @@ def collect_flow(
     keep_interrupted: bool = True,
     dry_run: bool = False,
     progress: Progress | None = None,
+    workdir: str | None = None,
 ) -> Flow[GcReport]:
-    """The collection run as a flow (see the module docstring)."""
+    """The collection run as a flow (see the module docstring).
+
+    The index items and the referenced keys are kept on local disk in ``workdir``
+    (default: the temporary directory) while the run lasts, so its memory does not
+    grow with the number of threads (see :mod:`langgraph_s3.gc_store`).
+    """
     if grace < 0 or (idle_ttl is not None and idle_ttl <= 0):
         raise InvalidConfigError(
             f"grace must be >= 0 and idle_ttl > 0 seconds, got grace={grace!r}, "
             f"idle_ttl={idle_ttl!r}"
         )
-    run = _Run(core, core.clock(), grace, dry_run, GcReport(dry_run=dry_run), progress)
-    threads = yield from scan_threads(core)
-    run.report.threads = len(threads)
-    if idle_ttl is not None:
-        yield from _expire(run, threads, idle_ttl, keep_interrupted)
-    referenced, protected = yield from _mark(run, threads)
-    yield from _sweep(run, referenced, tuple(protected))
+    with GcStore(workdir) as store:
+        run = _Run(core, core.clock(), grace, dry_run, GcReport(dry_run=dry_run), progress, store)
+        yield from scan_items(core, run.keep)
+        run.report.threads = store.thread_count()
+        protected = yield from _mark(run, idle_ttl, keep_interrupted)
+        yield from _sweep(run, tuple(protected))
     return run.report
 
 
@@ -145,73 +154,92 @@ class _Run:
     dry_run: bool
     report: GcReport
     progress: Progress | None
+    store: GcStore
+    scanned: int = 0
 
     def tick(self, stage: str, done: int, total: int) -> None:
         if self.progress is not None:
             self.progress(stage, done, total)
 
-
-def _expire(
-    run: _Run, threads: dict[str, list[dict[str, Any]]], idle_ttl: float, keep_interrupted: bool
-) -> Flow[None]:
-    """Delete the index items of threads idle longer than ``idle_ttl`` (retention)."""
-    expired = []
-    for pk, items in threads.items():
-        if run.now * 1000 - last_activity_ms(items) <= idle_ttl * 1000:
-            continue
-        thread_id = thread_id_of(items)
-        if keep_interrupted and waiting_on_interrupt(items):
-            run.report.threads_kept_interrupted.append(thread_id)
-            continue
-        run.report.threads_expired.append(thread_id)
-        expired.append(pk)
-    for i, pk in enumerate(expired):
-        if not run.dry_run:
-            yield from delete_items(run.core, keys_of(threads[pk]))
-        run.tick("expire", i + 1, len(expired))
-    for pk in expired:
-        del threads[pk]  # its objects are now unreferenced and go through the sweep
+    def keep(self, items: list[dict[str, Any]]) -> None:
+        """A page of the table scan: into the store."""
+        self.store.add_items(items)
+        self.scanned += len(items)
+        self.tick("scan", self.scanned, 0)  # 0: the total is not known
 
 
-def _mark(run: _Run, threads: dict[str, list[dict[str, Any]]]) -> Flow[tuple[set[str], list[str]]]:
-    """Every object the index references, and the thread folders whose references are
-    unknown (an unreadable checkpoint): both are spared by the sweep."""
-    referenced: set[str] = set()
+def _expired(
+    run: _Run, items: list[dict[str, Any]], idle_ttl: float, keep_interrupted: bool
+) -> bool:
+    """Whether retention expires this thread (and records the decision)."""
+    if run.now * 1000 - last_activity_ms(items) <= idle_ttl * 1000:
+        return False
+    thread_id = thread_id_of(items)
+    if keep_interrupted and waiting_on_interrupt(items):
+        run.report.threads_kept_interrupted.append(thread_id)
+        return False
+    run.report.threads_expired.append(thread_id)
+    return True
+
+
+def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[list[str]]:
+    """Thread by thread: expire it (retention), or record every object it references.
+
+    Returns the thread folders whose references are unknown (an unreadable
+    checkpoint); the sweep spares them. An expired thread's index items are deleted
+    and its objects are left unreferenced, so the sweep treats them as garbage.
+    """
     protected: list[str] = []
     rows: list[Row] = []
-    orphan_writes: list[dict[str, Any]] = []
-    for items in threads.values():
-        committed = {checkpoint_ref(i) for i in items if is_checkpoint_item(i)}
-        thread_id = thread_id_of(items)
-        for item in items:
-            if is_checkpoint_item(item):
-                rows.append(parse_row(item))
-            elif is_writes_item(item):
-                # Writes for a checkpoint that never committed (LangGraph saves task
-                # writes while the checkpoint's own put is still in flight, and that
-                # put may fail) are garbage once they are older than the grace period.
-                written = int(item.get("at", {}).get("N", 0)) / 1000
-                if checkpoint_ref(item) not in committed and run.now - written >= run.grace:
-                    orphan_writes.append({"pk": item["pk"], "sk": item["sk"]})
-                    continue
-                for _, rec in parse_writes(item).records:
-                    referenced.update(entry_keys(run.core, thread_id, rec[1]))
-    run.report.orphan_writes = len(orphan_writes)
-    if orphan_writes and not run.dry_run:
-        yield from delete_items(run.core, orphan_writes)
-    for start in range(0, len(rows), _MARK_BATCH):
-        part = rows[start : start + _MARK_BATCH]
-        yield from _mark_checkpoints(run, part, referenced, protected)
-        run.tick("mark", min(start + _MARK_BATCH, len(rows)), len(rows))
-    return referenced, protected
+    orphans: list[dict[str, Any]] = []
+    total = run.report.threads
+    for done, items in enumerate(run.store.threads(), 1):
+        if idle_ttl is not None and _expired(run, items, idle_ttl, keep_interrupted):
+            if not run.dry_run:
+                yield from delete_items(run.core, keys_of(items))
+        else:
+            rows.extend(_mark_thread(run, items, orphans))
+        if len(rows) >= _MARK_BATCH or done == total:
+            yield from _mark_checkpoints(run, rows, protected)
+            rows = []
+        if len(orphans) >= _ORPHAN_BATCH or done == total:
+            run.report.orphan_writes += len(orphans)
+            if orphans and not run.dry_run:
+                yield from delete_items(run.core, orphans)
+            orphans = []
+        run.tick("mark", done, total)
+    return protected
 
 
-def _mark_checkpoints(
-    run: _Run, rows: list[Row], referenced: set[str], protected: list[str]
-) -> Flow[None]:
-    """Add what a batch of checkpoints references (their objects and value blobs)."""
-    for row in rows:
-        referenced.add(object_key(run.core, row))
+def _mark_thread(
+    run: _Run, items: list[dict[str, Any]], orphans: list[dict[str, Any]]
+) -> list[Row]:
+    """Record what a thread's pending writes reference; its checkpoint rows (whose
+    objects are read in batches); orphaned writes items go to ``orphans``."""
+    committed = {checkpoint_ref(i) for i in items if is_checkpoint_item(i)}
+    thread_id = thread_id_of(items)
+    rows = []
+    for item in items:
+        if is_checkpoint_item(item):
+            rows.append(parse_row(item))
+        elif is_writes_item(item):
+            # Writes for a checkpoint that never committed (LangGraph saves task
+            # writes while the checkpoint's own put is still in flight, and that
+            # put may fail) are garbage once they are older than the grace period.
+            written = int(item.get("at", {}).get("N", 0)) / 1000
+            if checkpoint_ref(item) not in committed and run.now - written >= run.grace:
+                orphans.append({"pk": item["pk"], "sk": item["sk"]})
+                continue
+            for _, rec in parse_writes(item).records:
+                run.store.reference(entry_keys(run.core, thread_id, rec[1]))
+    return rows
+
+
+def _mark_checkpoints(run: _Run, rows: list[Row], protected: list[str]) -> Flow[None]:
+    """Record what a batch of checkpoints references (their objects and value blobs)."""
+    if not rows:
+        return
+    run.store.reference(object_key(run.core, row) for row in rows)
     try:
         envs: list[dict[str, Any] | None] = list((yield from read_envelopes(run.core, rows)))
     except ObjectError:
@@ -225,44 +253,63 @@ def _mark_checkpoints(
     for row, env in zip(rows, envs, strict=True):
         if env is not None:
             for entry in env["ch"].values():
-                referenced.update(entry_keys(run.core, row.thread_id, entry))
+                run.store.reference(entry_keys(run.core, row.thread_id, entry))
 
 
-def _sweep(run: _Run, referenced: set[str], protected: tuple[str, ...]) -> Flow[None]:
-    """Condemn unreferenced objects; delete those condemned for ``grace`` already."""
-    core, report = run.core, run.report
-    listing = yield from list_keys(core, core.layout.prefix)
+def _sweep(run: _Run, protected: tuple[str, ...]) -> Flow[None]:
+    """Condemn unreferenced objects; delete those condemned for ``grace`` already.
+
+    The prefix is listed a page at a time; each page's doomed objects are deleted
+    before the next page is read.
+    """
+    core = run.core
     state_key = core.layout.prefix + STATE_KEY
     state_body = (yield from get_objects(core, [state_key]))[0]
-    condemned_before: dict[str, float] = (
+    before: dict[str, float] = (
         json.loads(codec.unframe(state_body, key=state_key, kind=codec.KIND_BLOB))
         if state_body
         else {}
     )
-    condemned_now: dict[str, float] = {}
-    doomed: list[tuple[str, int]] = []
-    for key, modified, size in listing:
-        if not _OBJECT_KEY.fullmatch(key[len(core.layout.prefix) :]):
-            continue  # not ours (or the collector's own state)
+    now: dict[str, float] = {}
+
+    def sweep_page(listing: list[tuple[str, float, int]]) -> Flow[None]:
+        doomed = _judge(run, listing, protected, before, now)
+        if doomed and not run.dry_run:
+            yield from delete_objects(core, doomed)
+        run.tick("sweep", run.report.objects, 0)
+
+    yield from list_pages(core, core.layout.prefix, sweep_page)
+    run.report.objects_condemned = len(now)
+    if not run.dry_run:
+        yield S3Put(state_key, codec.frame(codec.KIND_BLOB, json.dumps(now).encode(), 3))
+
+
+def _judge(
+    run: _Run,
+    listing: list[tuple[str, float, int]],
+    protected: tuple[str, ...],
+    before: dict[str, float],
+    now: dict[str, float],
+) -> list[str]:
+    """One listing page: count its objects, condemn the unreferenced ones (into
+    ``now``) and return those whose grace has run out."""
+    report, prefix = run.report, run.core.layout.prefix
+    ours = [(k, m, z) for k, m, z in listing if _OBJECT_KEY.fullmatch(k[len(prefix) :])]
+    referenced = run.store.referenced([k for k, _, _ in ours])
+    doomed = []
+    for key, modified, size in ours:
         report.objects += 1
         if key in referenced or key.startswith(protected):
             report.objects_referenced += 1
             continue
-        since = condemned_before.get(key, run.now)
+        since = before.get(key, run.now)
         if run.now - since >= run.grace and run.now - modified >= run.grace:
-            doomed.append((key, size))
+            doomed.append(key)
+            report.objects_deleted += 1
+            report.bytes_deleted += size
         else:
-            condemned_now[key] = since
-    report.objects_condemned = len(condemned_now)
-    report.objects_deleted = len(doomed)
-    report.bytes_deleted = sum(size for _, size in doomed)
-    if not run.dry_run:
-        keys = [k for k, _ in doomed]
-        for start in range(0, len(keys), 1000):
-            yield from delete_objects(core, keys[start : start + 1000])
-            run.tick("sweep", min(start + 1000, len(keys)), len(keys))
-        body = codec.frame(codec.KIND_BLOB, json.dumps(condemned_now).encode(), 3)
-        yield S3Put(state_key, body)
+            now[key] = since
+    return doomed
 
 
 def _note_unreadable(

@@ -307,6 +307,7 @@ class S3Saver(SaverCore):
                 op = flow.throw(error) if error is not None else flow.send(value)
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+            value = None  # the flow has it: do not hold it through the next request
             value, error = self._outcome(op)
 
     def _outcome(self, op: Any) -> tuple[Any, BaseException | None]:

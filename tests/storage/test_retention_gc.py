@@ -306,6 +306,41 @@ def test_foreign_objects_under_the_prefix_are_never_touched(inproc_backend: Back
     assert saver.layout.prefix == "app/"
 
 
+def test_garbage_over_many_listing_pages_goes_and_the_scratch_store_is_removed(
+    inproc_backend: Backend, tmp_path: Any
+) -> None:
+    # The sweep lists and deletes a page (1000 keys) at a time; the index items and
+    # referenced keys live in a scratch file under workdir during the run.
+    clock = Clock()
+    saver = inproc_backend.saver(clock=clock)
+    for n in range(3):
+        approval_graph(saver).invoke({"request": f"{n} "}, {"configurable": {"thread_id": f"t{n}"}})
+    live = set(inproc_backend.object_keys())
+    s3 = inproc_backend.s3()
+    garbage = [f"{saver.layout.thread_prefix('t1')}b/{n:064x}" for n in range(1500)]
+    for key in garbage:
+        s3.put_object(Bucket=inproc_backend.bucket, Key=key, Body=b"LGS3")
+    first = collect(saver, grace=HOUR, workdir=str(tmp_path))
+    assert (first.objects, first.objects_condemned, first.objects_deleted) == (
+        len(live) + 1500,
+        1500,
+        0,
+    )
+    assert list(tmp_path.iterdir()) == []
+    clock.advance(2 * HOUR)
+    second = collect(saver, grace=HOUR, workdir=str(tmp_path), dry_run=True)
+    assert second.objects_deleted == 1500 and len(inproc_backend.object_keys()) == len(live) + 1501
+    third = collect(saver, grace=HOUR, workdir=str(tmp_path))
+    assert third.objects_deleted == 1500 and third.threads == 3
+    assert set(inproc_backend.object_keys()) == live | {saver.layout.prefix + ".gc/state"}
+    assert list(tmp_path.iterdir()) == []
+    for n in range(3):  # every thread still resumes
+        out = approval_graph(saver).invoke(
+            Command(resume=True), {"configurable": {"thread_id": f"t{n}"}}
+        )
+        assert out["outcome"] == f"yes:{len(f'{n} ') * 4000}"
+
+
 def test_parse_duration() -> None:
     assert parse_duration("90") == 90
     assert parse_duration("15m") == 900

@@ -125,8 +125,9 @@ def progress() -> Iterator[Any]:
         tasks: dict[str, Any] = {}
 
         def tick(stage: str, done: int, total: int) -> None:
+            size = total or None  # 0: not known yet (a scan or a listing)
             if stage not in tasks:
-                tasks[stage] = bars.add_task(stage, total=total)
-            bars.update(tasks[stage], completed=done, total=total)
+                tasks[stage] = bars.add_task(stage, total=size)
+            bars.update(tasks[stage], completed=done, total=size)
 
         yield tick

@@ -190,6 +190,10 @@ def gc(
     dry_run: DryRun = False,
     json_: Annotated[bool, typer.Option("--json")] = False,
     quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
+    workdir: Annotated[
+        str | None,
+        typer.Option(help="directory for the run's scratch file (default: the temp directory)"),
+    ] = None,
 ) -> None:
     """Expire idle threads and delete objects no checkpoint references (exit 1: damage).
 
@@ -205,7 +209,7 @@ def gc(
     with saver(ctx) as s, progress() as tick:
         report = collect(
             s, grace=seconds, idle_ttl=ttl, keep_interrupted=not expire_interrupted,
-            dry_run=dry_run, progress=None if quiet else tick,
+            dry_run=dry_run, progress=None if quiet else tick, workdir=workdir,
         )  # fmt: skip
     print(report.to_json() if json_ else report.summary())
     raise typer.Exit(NOT_OK if report.errors else OK)

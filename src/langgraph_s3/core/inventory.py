@@ -8,7 +8,7 @@ item under the prefix, so it needs the admin policy (``dynamodb:Scan``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,29 +28,55 @@ INTERRUPT_ATTR = schema.record_attr(-3)
 Items = list[dict[str, Any]]
 
 
-def scan_threads(core: SaverCore) -> Flow[dict[str, Items]]:
-    """Every index item under the saver's prefix, grouped by thread (partition key).
+def scan_items(core: SaverCore, handle: Callable[[Items], None]) -> Flow[int]:
+    """Every index item under the saver's prefix, page by page to ``handle``.
 
-    A parallel scan: ``SEGMENTS`` segments read concurrently, page after page. A
-    thread's items share a partition key, so they all come from one segment.
+    A parallel scan: ``SEGMENTS`` segments read concurrently, page after page. The
+    items of one page need not be a thread's complete set, nor come in any order.
+    Returns how many items were handled.
     """
     base: dict[str, Any] = {"TableName": core.table, "TotalSegments": SEGMENTS}
     if core.layout.prefix:
         base["FilterExpression"] = "begins_with(pk, :p)"
         base["ExpressionAttributeValues"] = {":p": schema.s(core.layout.prefix)}
     pending = [{**base, "Segment": i} for i in range(SEGMENTS)]
-    threads: dict[str, Items] = {}
+    count = 0
     while pending:
         pages = yield from perform_all([Ddb("scan", request) for request in pending])
-        following = []
-        for request, result in zip(pending, pages, strict=True):
-            page = response(result)
-            for item in page.get("Items", []):
-                if core.layout.owns_pk(item[schema.PK]["S"]):
-                    threads.setdefault(item[schema.PK]["S"], []).append(item)
-            if page.get("LastEvaluatedKey"):
-                following.append({**request, "ExclusiveStartKey": page["LastEvaluatedKey"]})
-        pending = following
+        pending, handled = _take_round(core, pending, pages, handle)
+        count += handled
+        del pages  # one round of pages in memory at a time
+    return count
+
+
+def _take_round(
+    core: SaverCore,
+    requests: list[dict[str, Any]],
+    pages: list[Any],
+    handle: Callable[[Items], None],
+) -> tuple[list[dict[str, Any]], int]:
+    """Hand one round of scan pages over; the requests for the next round."""
+    following, count = [], 0
+    for request, result in zip(requests, pages, strict=True):
+        page = response(result)
+        items = [i for i in page.get("Items", []) if core.layout.owns_pk(i[schema.PK]["S"])]
+        count += len(items)
+        handle(items)
+        if page.get("LastEvaluatedKey"):
+            following.append({**request, "ExclusiveStartKey": page["LastEvaluatedKey"]})
+    return following, count
+
+
+def scan_threads(core: SaverCore) -> Flow[dict[str, Items]]:
+    """Every index item under the saver's prefix, grouped by thread (partition key),
+    in memory (the collector keeps them on disk instead: ``langgraph_s3.gc_store``)."""
+    threads: dict[str, Items] = {}
+
+    def group(items: Items) -> None:
+        for item in items:
+            threads.setdefault(item[schema.PK]["S"], []).append(item)
+
+    yield from scan_items(core, group)
     return threads
 
 

@@ -7,7 +7,7 @@ name before it is used or cached, and a cached object is never stale.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
@@ -238,12 +238,26 @@ def open_envelope(core: SaverCore, row: Row, body: bytes | None) -> dict[str, An
 def list_keys(core: SaverCore, prefix: str) -> Flow[list[tuple[str, float, int]]]:
     """Every object under ``prefix``: (key, last-modified epoch seconds, size)."""
     out: list[tuple[str, float, int]] = []
+
+    def keep(keys: list[tuple[str, float, int]]) -> Flow[None]:
+        out.extend(keys)
+        yield from ()
+
+    yield from list_pages(core, prefix, keep)
+    return out
+
+
+def list_pages(
+    core: SaverCore, prefix: str, handle: Callable[[list[tuple[str, float, int]]], Flow[None]]
+) -> Flow[None]:
+    """The objects under ``prefix`` a listing page (up to 1000) at a time, in key
+    order, each page handed to the flow ``handle`` before the next is requested."""
     token = None
     while True:
         page: ListPage = yield from perform(S3List(prefix, token))
-        out.extend(page.keys)
+        yield from handle(list(page.keys))
         if page.token is None:
-            return out
+            return
         token = page.token
 
 

@@ -1,0 +1,123 @@
+"""Where the collector keeps what it has read: a scratch SQLite file, not memory.
+
+A collection run needs every index item grouped by thread (to decide retention and
+to find what each thread references) and then the set of referenced object keys (to
+test each listed object against). Held in Python, both grow with the table: about
+10 KB per thread, so a million threads would not fit a Lambda function. The run
+writes them to a SQLite database in a temporary directory instead (Lambda's ``/tmp``
+or ``workdir``) and reads them back in order, so its memory stays near SQLite's page
+cache and one page of results, whatever the number of threads.
+
+SQLite's ``ORDER BY pk`` also gives each thread's items together however the table
+scan returned them: nothing relies on the scan's order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import ormsgpack
+
+from langgraph_s3.core import schema
+
+#: SQLite's page cache, in KiB (a negative ``cache_size`` is KiB).
+_CACHE_KIB = 16 * 1024
+#: Keys looked up per query (SQLite's bound on parameters is 999 in old builds).
+_LOOKUP_BATCH = 500
+#: Rows fetched from SQLite per round while reading threads back.
+_FETCH = 1000
+
+_SCHEMA = f"""
+PRAGMA journal_mode = OFF;
+PRAGMA synchronous = OFF;
+PRAGMA temp_store = FILE;
+PRAGMA cache_size = -{_CACHE_KIB};
+CREATE TABLE items (pk TEXT NOT NULL, sk TEXT NOT NULL, item BLOB NOT NULL,
+                    PRIMARY KEY (pk, sk)) WITHOUT ROWID;
+CREATE TABLE refs (key TEXT PRIMARY KEY) WITHOUT ROWID;
+"""
+
+
+class GcStore:
+    """The index items and referenced keys of one collection run, on local disk.
+
+    Use as a context manager: leaving it deletes the file.
+
+    Args:
+        workdir: directory for the scratch file (default: the system's temporary
+            directory, ``/tmp`` in Lambda). It needs room for about the size of the
+            index items under the prefix plus the referenced keys.
+    """
+
+    def __init__(self, workdir: str | Path | None = None) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="langgraph-s3-gc-", dir=workdir)
+        self.path = Path(self._dir.name) / "gc.sqlite3"
+        # isolation_level=None: the store opens its own transactions around batches.
+        self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._db.executescript(_SCHEMA)
+
+    def __enter__(self) -> GcStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the database and delete its directory."""
+        self._db.close()
+        self._dir.cleanup()
+
+    def add_items(self, items: Iterable[dict[str, Any]]) -> None:
+        """Keep index items (a scan page), all or none; an item read twice is kept once."""
+        rows = ((i[schema.PK]["S"], i[schema.SK]["S"], ormsgpack.packb(i)) for i in items)
+        with self._transaction():
+            self._db.executemany("INSERT OR REPLACE INTO items VALUES (?, ?, ?)", rows)
+
+    def thread_count(self) -> int:
+        """How many threads (partition keys) the kept items belong to."""
+        return int(self._db.execute("SELECT COUNT(DISTINCT pk) FROM items").fetchone()[0])
+
+    def threads(self) -> Iterator[list[dict[str, Any]]]:
+        """Each thread's items, one thread at a time, threads in key order."""
+        cursor = self._db.execute("SELECT pk, item FROM items ORDER BY pk, sk")
+        rows = itertools.chain.from_iterable(iter(lambda: cursor.fetchmany(_FETCH), []))
+        for _, group in itertools.groupby(rows, key=lambda row: row[0]):
+            yield [ormsgpack.unpackb(item) for _, item in group]
+
+    def reference(self, keys: Iterable[str]) -> None:
+        """Record object keys as referenced."""
+        with self._transaction():
+            self._db.executemany("INSERT OR IGNORE INTO refs VALUES (?)", ((k,) for k in keys))
+
+    def referenced(self, keys: Sequence[str]) -> set[str]:
+        """Which of ``keys`` were recorded as referenced."""
+        found: set[str] = set()
+        for start in range(0, len(keys), _LOOKUP_BATCH):
+            part = keys[start : start + _LOOKUP_BATCH]
+            marks = ",".join("?" * len(part))
+            query = f"SELECT key FROM refs WHERE key IN ({marks})"  # placeholders only
+            found.update(row[0] for row in self._db.execute(query, part))
+        return found
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        # In autocommit mode every row would be its own transaction; a batch is one.
+        self._db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
