@@ -14,20 +14,13 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
-from urllib.parse import urlparse
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from langgraph_s3.errors import (
-    InvalidConfigError,
-    MissingDependencyError,
-    SerializationError,
-    ThreadExistsError,
-)
+from langgraph_s3.errors import InvalidConfigError, SerializationError, ThreadExistsError
 
 FORMAT = "langgraph-s3-archive"
 VERSION = 1
@@ -187,41 +180,3 @@ def copy_threads(
         if progress:
             progress(done)
     return copied
-
-
-@contextmanager
-def open_source(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A saver for ``migrate --from URL``: ``sqlite:///path.db``, ``postgresql://...``,
-    or ``s3://bucket/prefix?table=...``."""
-    scheme = urlparse(url).scheme
-    if scheme == "sqlite":
-        saver_cls = _import(
-            "langgraph.checkpoint.sqlite", "SqliteSaver", "langgraph-checkpoint-sqlite"
-        )
-        with saver_cls.from_conn_string(url[len("sqlite:///") :]) as saver:
-            yield saver
-    elif scheme in ("postgres", "postgresql"):
-        saver_cls = _import(
-            "langgraph.checkpoint.postgres", "PostgresSaver", "langgraph-checkpoint-postgres"
-        )
-        with saver_cls.from_conn_string(url) as saver:
-            yield saver
-    elif scheme == "s3":
-        from langgraph_s3 import S3Saver
-
-        with S3Saver.from_conn_string(url) as saver:
-            yield saver
-    else:
-        raise InvalidConfigError(
-            f"cannot migrate from {url!r}: use sqlite:///path/to/file.db, "
-            "postgresql://user:password@host/db or s3://bucket/prefix?table=TABLE"
-        )
-
-
-def _import(module: str, name: str, package: str) -> Any:
-    try:
-        return getattr(__import__(module, fromlist=[name]), name)
-    except ImportError as exc:
-        raise MissingDependencyError(
-            f"migrating from this URL needs {package}: pip install {package}"
-        ) from exc

@@ -121,11 +121,12 @@ def storage_figures(saver: S3Saver, thread_id: str) -> dict[str, Any]:
                 blob_keys.add(obj["Key"])
             else:
                 envelopes.append(codec.unpack(payload, key=obj["Key"]))
-    items = saver.dynamodb_client.query(
+    pages = saver.dynamodb_client.get_paginator("query").paginate(
         TableName=saver.table,
         KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": saver.layout.pk(thread_id)}},
-    )["Items"]
+    )
+    items = [item for page in pages for item in page["Items"]]
     in_index = [i["b"]["B"] for i in items if "b" in i]
     for body in in_index:  # small checkpoint bodies live in their index items
         stored += len(body)

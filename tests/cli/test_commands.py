@@ -2,7 +2,8 @@
 
 One thread made by a real graph (paused on an interrupt, then forked by
 ``update_state`` on an older checkpoint) is inspected, exported and imported, checked
-and damaged; a SqliteSaver database is migrated and its threads resumed on S3Saver.
+and damaged; a SqliteSaver database and a DynamoDBSaver table are migrated and their
+threads resumed on S3Saver.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph_checkpoint_aws import DynamoDBSaver
 from langgraph.types import Command
 
 from langgraph_s3 import S3Saver
@@ -98,6 +100,9 @@ def test_read_commands_and_their_json(thread: tuple[Backend, list[str]]) -> None
     one = json.loads(run("--url", where, "stats", "t1", "--json").stdout)
     assert one["checkpoints"] == len(ids) + 1 and one["compression_ratio"] > 1
     assert one["bytes_uncompressed"] > one["object_bytes"]
+    assert "compression_ratio" not in figures  # reading every object back is opt-in
+    every = json.loads(run("--url", where, "stats", "--measure", "--json").stdout)
+    assert {k: every[k] for k in one} == one  # one thread: the same figures
 
     checked = run("--url", where, "verify", "--json")
     assert checked.returncode == 0 and json.loads(checked.stdout)["damaged"] == []
@@ -181,3 +186,47 @@ def test_migrate_from_sqlite_and_resume_on_s3(server_backend: Backend, tmp_path:
         assert resumed(server_backend.saver(), thread) == expected
     unknown = run("--url", url(server_backend), "migrate", "--from", "ftp://x")
     assert unknown.returncode == 2 and "sqlite:///" in unknown.stderr
+
+
+def resumed(saver: Any, thread: str) -> list[dict[str, Any]]:
+    """A thread's history, then its history after approving the interrupt."""
+    graph = build_approval(saver, Calls())
+    before = history_summary(graph.get_state_history(cfg(thread)))
+    graph.invoke(Command(resume=True), cfg(thread))
+    return [before, history_summary(graph.get_state_history(cfg(thread)))]
+
+
+def test_migrate_from_dynamodb_saver_and_resume_on_s3(server_backend: Backend) -> None:
+    """DynamoDBSaver (langgraph-checkpoint-aws) lists checkpoints of one thread only;
+    migrate finds its threads by scanning its table, then copies them exactly."""
+    table = server_backend.table + "-ddbsaver"
+    server_backend.dynamodb().create_table(
+        TableName=table,
+        KeySchema=[
+            {"AttributeName": "PK", "KeyType": "HASH"},
+            {"AttributeName": "SK", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "PK", "AttributeType": "S"},
+            {"AttributeName": "SK", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    endpoint = server_backend.endpoint_url or ""
+
+    def source() -> DynamoDBSaver:
+        return DynamoDBSaver(table_name=table, region_name=REGION, endpoint_url=endpoint)
+
+    forked_thread(source(), "a")
+    build_approval(source(), Calls()).invoke({"request": "r2"}, cfg("b/with:odd chars"))
+    origin = f"dynamodb://{table}?region={REGION}&endpoint_url={endpoint}"
+    migrated = run("--url", url(server_backend), "migrate", "--from", origin, "--json")
+    assert migrated.returncode == 0, migrated.stderr
+    copied = {c["thread_id"]: c for c in json.loads(migrated.stdout)}
+    assert sorted(copied) == ["a", "b/with:odd chars"]
+    assert copied["a"]["checkpoints"] == len(list(source().list(cfg("a"))))
+    for thread in copied:
+        expected = resumed(source(), thread)
+        assert resumed(server_backend.saver(), thread) == expected
+    typo = run("--url", url(server_backend), "migrate", "--from", f"dynamodb://{table}?regoin=x")
+    assert typo.returncode == 2 and "regoin" in typo.stderr and "region" in typo.stderr

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_s3 import guard
+from langgraph_s3 import codec, guard
 from langgraph_s3.core import commit, schema
 from langgraph_s3.errors import (
     CheckpointConflictError,
@@ -317,3 +317,26 @@ def test_claim_thread_makes_this_region_the_owner(before: str | None, previous: 
 
 def test_claim_thread_needs_a_cross_region_configuration() -> None:
     Script(commit.claim_thread(make_core(), "t1")).raises(InvalidConfigError)
+
+
+def stored_value(core: Any, item: dict[str, Any], channel: str) -> Any:
+    env = codec.unpack(
+        codec.unframe(item[schema.BODY]["B"], key="", kind=codec.KIND_CHECKPOINT), key=""
+    )
+    _, type_, data = env["ch"][channel]
+    return core.serde.loads_typed((type_, data))
+
+
+@pytest.mark.parametrize(("version", "second_value"), [("5.25", "fork one"), (5, "fork two")])
+def test_only_versions_with_a_random_tail_name_a_cached_value(
+    version: str | int, second_value: str
+) -> None:
+    # Two forks that both hold channel x at version 5, with different values. A
+    # version from get_next_version names one value, so the second put re-uses the
+    # entry cached for it (x did not move); integer versions (a thread migrated from
+    # DynamoDBSaver) repeat across forks and must be encoded afresh.
+    core = make_core()
+    store(config(), checkpoint("c01", {"x": "fork one"}, {"x": version}), core=core)
+    fork = checkpoint("c02", {"x": "fork two"}, {"x": version})
+    second = store(config(), fork, new_versions={}, core=core)
+    assert stored_value(core, second.item, "x") == second_value

@@ -65,7 +65,8 @@ def test_versions_count_up_with_a_random_tail() -> None:
     first = core.get_next_version(None, None)
     assert first.startswith(f"{1:032}.")
     assert core.get_next_version(first, None).startswith(f"{2:032}.")
-    assert core.get_next_version(7, None).startswith(f"{8:032}.")  # type: ignore[arg-type]
+    # A thread migrated from a saver with integer versions keeps counting in integers.
+    assert core.get_next_version(7, None) == 8  # type: ignore[arg-type]
     assert core.get_next_version(first, None) != core.get_next_version(first, None)
 
 

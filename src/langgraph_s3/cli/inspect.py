@@ -10,7 +10,16 @@ import typer
 from rich.table import Table
 from rich.tree import Tree
 
-from langgraph_s3.cli.common import NOT_OK, OK, fail, jsonable, out, print_json, saver
+from langgraph_s3.cli.common import (
+    NOT_OK,
+    OK,
+    fail,
+    jsonable,
+    out,
+    print_json,
+    progress,
+    saver,
+)
 from langgraph_s3.errors import ObjectError
 
 #: Storage prices (us-east-1, 2026-11-21) the estimate uses: S3 Standard and DynamoDB
@@ -219,15 +228,25 @@ def diff(
         out.print("no channel changed")
 
 
+#: Figures ``stats`` measures by reading objects back (``demo.storage_figures``).
+_MEASURED = ("bytes_uncompressed", "bytes_stored", "blobs", "blob_references",
+             "blob_writes_saved_by_dedup")  # fmt: skip
+
+
 def stats(
     ctx: typer.Context,
     thread: Annotated[str | None, typer.Argument()] = None,
+    measure: Annotated[
+        bool,
+        typer.Option(help="all threads: also read every object back for compression and dedup"),
+    ] = False,
     json_: JsonOption = False,
 ) -> None:
-    """Objects, bytes and the estimated monthly storage cost (all threads, or one; for
-    one thread also its compression ratio and the blob writes dedup saved).
+    """Objects, bytes and the estimated monthly storage cost (all threads, or one). For
+    one thread, or all with --measure (which reads every object once), also the
+    compression ratio and the blob writes dedup saved.
 
-    Example: langgraph-s3 stats --json
+    Example: langgraph-s3 stats --measure --json
     """
     from langgraph_s3.core.inventory import thread_summaries
 
@@ -237,11 +256,27 @@ def stats(
         found = [t for t in found if t.thread_id == thread]
         if not found:
             fail(NOT_OK, f"thread {thread!r} has no checkpoints")
+    figures = _cost_figures(found)
+    if thread is not None or measure:
+        figures.update(_measured_figures(ctx, [t.thread_id for t in found]))
+    if json_:
+        print_json(figures)
+        return
+    table = Table("figure", "value")
+    for key, value in figures.items():
+        if key != "prices":
+            table.add_row(key, str(value))
+    out.print(table)
+    out.print(f"prices: S3 ${S3_GB_MONTH}/GB-month, DynamoDB ${DDB_GB_MONTH}/GB-month (us-east-1)")
+
+
+def _cost_figures(found: list[Any]) -> dict[str, Any]:
+    """Counts, bytes and the monthly storage cost of threads, from their summaries."""
     object_bytes = sum(t.object_bytes for t in found)
     index_bytes = sum(t.index_bytes for t in found) + DDB_ITEM_OVERHEAD * sum(
         t.checkpoints for t in found
     )
-    figures = {
+    return {
         "threads": len(found),
         "checkpoints": sum(t.checkpoints for t in found),
         "objects": sum(t.objects for t in found),
@@ -256,24 +291,23 @@ def stats(
             "as_of": "2026-11-21",
         },
     }
-    if thread is not None:
-        # One thread: read its objects back for compression and dedup (demo's figures).
-        from langgraph_s3.demo import storage_figures
 
-        with saver(ctx) as s:
-            measured = storage_figures(s, thread)
-        for key in ("bytes_uncompressed", "compression_ratio", "blobs", "blob_references",
-                    "blob_writes_saved_by_dedup"):  # fmt: skip
-            figures[key] = measured[key]
-    if json_:
-        print_json(figures)
-        return
-    table = Table("figure", "value")
-    for key, value in figures.items():
-        if key != "prices":
-            table.add_row(key, str(value))
-    out.print(table)
-    out.print(f"prices: S3 ${S3_GB_MONTH}/GB-month, DynamoDB ${DDB_GB_MONTH}/GB-month (us-east-1)")
+
+def _measured_figures(ctx: typer.Context, threads: list[str]) -> dict[str, Any]:
+    """Compression and dedup of threads, their objects and bodies read back."""
+    from langgraph_s3.demo import storage_figures
+
+    totals = dict.fromkeys(_MEASURED, 0)
+    with saver(ctx) as s, progress() as tick:
+        for done, thread_id in enumerate(threads, 1):
+            measured = storage_figures(s, thread_id)
+            for key in _MEASURED:
+                totals[key] += measured[key]
+            if tick is not None:
+                tick("measure", done, len(threads))
+    stored = totals["bytes_stored"]
+    return {**totals, "compression_ratio": round(totals["bytes_uncompressed"] / stored, 2)
+            if stored else None}  # fmt: skip
 
 
 def verify(

@@ -155,7 +155,11 @@ def import_(
 def migrate(
     ctx: typer.Context,
     source: Annotated[
-        str, typer.Option("--from", help="sqlite:///file.db, postgresql://..., s3://...")
+        str,
+        typer.Option(
+            "--from",
+            help="sqlite:///file.db, postgresql://..., dynamodb://TABLE?region=..., s3://...",
+        ),
     ],
     thread: Annotated[list[str] | None, typer.Option(help="only these threads (repeat)")] = None,
     json_: Annotated[bool, typer.Option("--json")] = False,
@@ -164,12 +168,13 @@ def migrate(
 
     Example: langgraph-s3 --url s3://my-bucket/agents/?table=t migrate --from sqlite:///checkpoints.db
     """
-    from langgraph_s3.archive import copy_threads, open_source, thread_ids
+    from langgraph_s3.archive import copy_threads
+    from langgraph_s3.sources import open_source
 
     with open_source(source) as src, saver(ctx) as s, progress() as tick:
-        threads = thread or thread_ids(src)
+        threads = thread or src.thread_ids()
         step = None if tick is None else (lambda n: tick("migrate", n, len(threads)))
-        copied = copy_threads(src, s, threads, progress=step)
+        copied = copy_threads(src.saver, s, threads, progress=step)
     if json_:
         print_json([c.__dict__ for c in copied])
         return

@@ -130,13 +130,15 @@ class SaverCore(BaseCheckpointSaver[str]):
         """Versions as ``InMemorySaver`` makes them: a counter plus a random tail.
 
         The random tail keeps two forks that bump the same channel from the same
-        version apart, so a version always names one value.
+        version apart, so a version always names one value (which lets the entry
+        cache key on it). A thread migrated from a saver with integer versions
+        (``DynamoDBSaver``, any saver on the base class's default) keeps counting in
+        integers, as that saver would: LangGraph compares a channel's new version
+        with its old one and cannot compare a string with an integer. Integer
+        versions are never cache keys (``cache_version``).
         """
-        if current is None:
-            current_v = 0
-        elif isinstance(current, int):
-            current_v = current
-        else:
-            current_v = int(str(current).split(".")[0])
-        # random, not uuid4: LangGraph's tests pin uuid4 to make ids deterministic.
+        # Typed str (BaseCheckpointSaver[str]), but LangGraph passes what is stored.
+        if isinstance(current, int):
+            return current + 1
+        current_v = 0 if current is None else int(str(current).split(".")[0])
         return f"{current_v + 1:032}.{random.random():016}"

@@ -228,3 +228,10 @@ def writes_value(writes: Sequence[tuple[str, Any]], widx: int, channel: str) -> 
         if WRITES_IDX_MAP.get(c, idx) == widx:
             value = v
     return value
+
+
+def cache_version(version: object) -> str | None:
+    """A channel version as part of an entry-cache key, or None if it may not name
+    one value: only versions with ``SaverCore.get_next_version``'s random tail are unique
+    across forks; an integer version (a migrated thread) is not."""
+    return version if isinstance(version, str) and "." in version else None
