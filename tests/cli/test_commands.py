@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph_checkpoint_aws import DynamoDBSaver
 from langgraph.types import Command
+from langgraph_checkpoint_aws import DynamoDBSaver
 
 from langgraph_s3 import S3Saver
 from tests.conftest import REGION, Backend
