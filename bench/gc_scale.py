@@ -103,6 +103,7 @@ def collect_once(endpoint: str, trace: bool) -> dict[str, Any]:
         "threads": report.threads, "objects": report.objects,
         "objects_deleted": report.objects_deleted, "errors": len(report.errors),
         "collect_s": round(seconds, 1),
+        "scratch_mb": round(report.scratch_bytes / 2**20, 1),
         "rss_before_mb": round(before / 1024, 1),
         "rss_growth_mb": round(
             (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024, 1

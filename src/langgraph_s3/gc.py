@@ -97,6 +97,8 @@ class GcReport:
     bytes_deleted: int = 0
     orphan_writes: int = 0
     errors: list[str] = field(default_factory=list)
+    #: Size of the run's scratch file on local disk at its end (size ``/tmp`` by it).
+    scratch_bytes: int = 0
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
@@ -141,6 +143,7 @@ def collect_flow(
         run.report.threads = store.thread_count()
         protected = yield from _mark(run, idle_ttl, keep_interrupted)
         yield from _sweep(run, tuple(protected))
+        run.report.scratch_bytes = store.size()
     return run.report
 
 

@@ -79,6 +79,10 @@ class GcStore:
         self._db.close()
         self._dir.cleanup()
 
+    def size(self) -> int:
+        """Bytes the scratch file takes on disk now."""
+        return self.path.stat().st_size
+
     def add_items(self, items: Iterable[dict[str, Any]]) -> None:
         """Keep index items (a scan page), all or none; an item read twice is kept once."""
         rows = ((i[schema.PK]["S"], i[schema.SK]["S"], ormsgpack.packb(i)) for i in items)

@@ -332,6 +332,7 @@ def test_garbage_over_many_listing_pages_goes_and_the_scratch_store_is_removed(
     assert second.objects_deleted == 1500 and len(inproc_backend.object_keys()) == len(live) + 1501
     third = collect(saver, grace=HOUR, workdir=str(tmp_path))
     assert third.objects_deleted == 1500 and third.threads == 3
+    assert third.scratch_bytes > 0
     assert set(inproc_backend.object_keys()) == live | {saver.layout.prefix + ".gc/state"}
     assert list(tmp_path.iterdir()) == []
     for n in range(3):  # every thread still resumes

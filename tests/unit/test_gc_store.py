@@ -55,6 +55,7 @@ def test_the_scratch_directory_is_removed_on_exit_and_on_error(tmp_path: Path) -
     with GcStore(tmp_path) as store:
         store.add_items([item("t", "h#~")])
         assert store.path.exists() and store.path.parent.parent == tmp_path
+        assert store.size() == store.path.stat().st_size > 0
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(RuntimeError), GcStore(tmp_path) as store:
         raise RuntimeError("boom")
