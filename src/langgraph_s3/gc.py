@@ -202,16 +202,24 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[lis
                 yield from delete_items(run.core, keys_of(items))
         else:
             rows.extend(_mark_thread(run, items, orphans))
-        if len(rows) >= _MARK_BATCH or done == total:
+        if len(rows) >= _MARK_BATCH:
             yield from _mark_checkpoints(run, rows, protected)
             rows = []
-        if len(orphans) >= _ORPHAN_BATCH or done == total:
-            run.report.orphan_writes += len(orphans)
-            if orphans and not run.dry_run:
-                yield from delete_items(run.core, orphans)
+        if len(orphans) >= _ORPHAN_BATCH:
+            yield from _drop_orphans(run, orphans)
             orphans = []
         run.tick("mark", done, total)
+    yield from _mark_checkpoints(run, rows, protected)
+    yield from _drop_orphans(run, orphans)
     return protected
+
+
+def _drop_orphans(run: _Run, orphans: list[dict[str, Any]]) -> Flow[None]:
+    """Count (and unless dry-running, delete) pending-write items of checkpoints that
+    never committed."""
+    run.report.orphan_writes += len(orphans)
+    if orphans and not run.dry_run:
+        yield from delete_items(run.core, orphans)
 
 
 def _mark_thread(
