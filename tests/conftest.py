@@ -177,6 +177,23 @@ def add_latency(client: Any, seconds: float) -> Callable[..., None]:
     return delay
 
 
+def create_keyed_table(client: Any, name: str, hash_key: str, range_key: str) -> None:
+    """An on-demand table with a string hash and range key, as other savers' own
+    setups (DynamoDBSaver, the Lambda example's ledger) create them."""
+    client.create_table(
+        TableName=name,
+        KeySchema=[
+            {"AttributeName": hash_key, "KeyType": "HASH"},
+            {"AttributeName": range_key, "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": hash_key, "AttributeType": "S"},
+            {"AttributeName": range_key, "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print how much the differential test covered (tests/graphs/test_differential.py) and
     the fault suite's figures (tests/storage/test_faults.py)."""

@@ -21,7 +21,7 @@ from langgraph.types import Command
 from langgraph_checkpoint_aws import DynamoDBSaver
 
 from langgraph_s3 import S3Saver
-from tests.conftest import REGION, Backend
+from tests.conftest import REGION, Backend, create_keyed_table
 from tests.graphs.test_graphs import Calls, build_approval, cfg, history_summary
 
 SCRIPT = Path(sys.executable).with_name("langgraph-s3")
@@ -174,12 +174,6 @@ def test_migrate_from_sqlite_and_resume_on_s3(server_backend: Backend, tmp_path:
     assert migrated.returncode == 0, migrated.stderr
     assert sorted(c["thread_id"] for c in json.loads(migrated.stdout)) == ["a", "b"]
 
-    def resumed(saver: Any, thread: str) -> list[dict[str, Any]]:
-        graph = build_approval(saver, Calls())
-        before = history_summary(graph.get_state_history(cfg(thread)))
-        graph.invoke(Command(resume=True), cfg(thread))
-        return [before, history_summary(graph.get_state_history(cfg(thread)))]
-
     for thread in ("a", "b"):
         with SqliteSaver.from_conn_string(str(database)) as sqlite:
             expected = resumed(sqlite, thread)
@@ -188,7 +182,7 @@ def test_migrate_from_sqlite_and_resume_on_s3(server_backend: Backend, tmp_path:
     assert unknown.returncode == 2 and "sqlite:///" in unknown.stderr
 
 
-def resumed(saver: Any, thread: str) -> list[dict[str, Any]]:
+def resumed(saver: Any, thread: str) -> list[list[dict[str, Any]]]:
     """A thread's history, then its history after approving the interrupt."""
     graph = build_approval(saver, Calls())
     before = history_summary(graph.get_state_history(cfg(thread)))
@@ -200,18 +194,7 @@ def test_migrate_from_dynamodb_saver_and_resume_on_s3(server_backend: Backend) -
     """DynamoDBSaver (langgraph-checkpoint-aws) lists checkpoints of one thread only;
     migrate finds its threads by scanning its table, then copies them exactly."""
     table = server_backend.table + "-ddbsaver"
-    server_backend.dynamodb().create_table(
-        TableName=table,
-        KeySchema=[
-            {"AttributeName": "PK", "KeyType": "HASH"},
-            {"AttributeName": "SK", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "PK", "AttributeType": "S"},
-            {"AttributeName": "SK", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_keyed_table(server_backend.dynamodb(), table, "PK", "SK")
     endpoint = server_backend.endpoint_url or ""
 
     def source() -> DynamoDBSaver:

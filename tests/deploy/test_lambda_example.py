@@ -22,6 +22,8 @@ from typing import Any
 import boto3
 import pytest
 
+from tests.conftest import create_keyed_table
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "lambda"
 RUNNER = Path(__file__).with_name("lambda_invoke.py")
@@ -159,18 +161,8 @@ def app(endpoint: str) -> App:
     S3Saver(
         bucket=a.bucket, table=a.table, prefix=a.prefix, region_name=REGION, endpoint_url=endpoint
     ).setup()
-    boto3.client("dynamodb", region_name=REGION, endpoint_url=endpoint).create_table(
-        TableName=a.ledger,
-        AttributeDefinitions=[
-            {"AttributeName": "thread_id", "AttributeType": "S"},
-            {"AttributeName": "execution_id", "AttributeType": "S"},
-        ],
-        KeySchema=[
-            {"AttributeName": "thread_id", "KeyType": "HASH"},
-            {"AttributeName": "execution_id", "KeyType": "RANGE"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    ddb = boto3.client("dynamodb", region_name=REGION, endpoint_url=endpoint)
+    create_keyed_table(ddb, a.ledger, "thread_id", "execution_id")
     return a
 
 
