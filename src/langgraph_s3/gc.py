@@ -229,7 +229,7 @@ def _mark_thread(
     objects are read in batches); orphaned writes items go to ``orphans``."""
     committed = {checkpoint_ref(i) for i in items if is_checkpoint_item(i)}
     thread_id = thread_id_of(items)
-    rows = []
+    rows, referenced = [], []
     for item in items:
         if is_checkpoint_item(item):
             rows.append(parse_row(item))
@@ -242,7 +242,8 @@ def _mark_thread(
                 orphans.append({"pk": item["pk"], "sk": item["sk"]})
                 continue
             for _, rec in parse_writes(item).records:
-                run.store.reference(entry_keys(run.core, thread_id, rec[1]))
+                referenced.extend(entry_keys(run.core, thread_id, rec[1]))
+    run.store.reference(referenced)  # one transaction per thread
     return rows
 
 
@@ -250,7 +251,6 @@ def _mark_checkpoints(run: _Run, rows: list[Row], protected: list[str]) -> Flow[
     """Record what a batch of checkpoints references (their objects and value blobs)."""
     if not rows:
         return
-    run.store.reference(object_key(run.core, row) for row in rows)
     try:
         envs: list[dict[str, Any] | None] = list((yield from read_envelopes(run.core, rows)))
     except ObjectError:
@@ -261,10 +261,12 @@ def _mark_checkpoints(run: _Run, rows: list[Row], protected: list[str]) -> Flow[
             except ObjectError as exc:
                 envs.append(None)
                 _note_unreadable(run.core, run.report, protected, row, exc)
+    referenced = [object_key(run.core, row) for row in rows]
     for row, env in zip(rows, envs, strict=True):
         if env is not None:
             for entry in env["ch"].values():
-                run.store.reference(entry_keys(run.core, row.thread_id, entry))
+                referenced.extend(entry_keys(run.core, row.thread_id, entry))
+    run.store.reference(referenced)  # one transaction per batch
 
 
 def _sweep(run: _Run, protected: tuple[str, ...]) -> Flow[None]:

@@ -43,11 +43,8 @@ class Source:
     """A saver to copy threads from, and how to list its thread ids."""
 
     saver: BaseCheckpointSaver[Any]
-    list_threads: Callable[[], list[str]]
-
-    def thread_ids(self) -> list[str]:
-        """Every thread id the source holds, in the order it gives them."""
-        return self.list_threads()
+    #: Every thread id the source holds, in the order it gives them.
+    thread_ids: Callable[[], list[str]]
 
 
 @contextmanager

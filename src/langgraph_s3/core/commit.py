@@ -112,9 +112,7 @@ def put(
     item = _checkpoint_item(core, (thread_id, ns, cid, parent_id), body, entries, unstored, md)
     yield from commit(core, item, parent_id, guarded)
     for name, entry in fresh.items():
-        version = values.cache_version(versions[name])
-        if version is not None:
-            core.caches.entries.put((thread_id, ns, name, version), entry, values.entry_size(entry))
+        values.cache_entry(core, thread_id, ns, name, versions[name], entry)
         values.remember_latest(core, thread_id, ns, name, entry)
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
@@ -137,11 +135,10 @@ def _encode_channels(
     for name, value in channel_values.items():
         if name not in versions:
             continue  # like InMemorySaver: only versioned channels are stored
-        version = values.cache_version(versions[name])
         entry = (
             None
-            if name in new_versions or version is None
-            else core.caches.entries.get((thread_id, ns, name, version))
+            if name in new_versions
+            else values.cached_entry(core, thread_id, ns, name, versions[name])
         )
         if entry is None:
             entry, blobs = values.encode_value(

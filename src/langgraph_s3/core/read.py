@@ -184,11 +184,8 @@ def assemble(
         channel_values[name] = values.decode_value(
             core, row.thread_id, entry, payloads, f"channel {name!r}", key
         )
-        version = values.cache_version(checkpoint["channel_versions"].get(name))
-        if version is not None:
-            core.caches.entries.put(
-                (row.thread_id, row.ns, name, version), entry, values.entry_size(entry)
-            )
+        version = checkpoint["channel_versions"].get(name)
+        values.cache_entry(core, row.thread_id, row.ns, name, version, entry)
         for k in values.entry_keys(core, row.thread_id, entry):
             core.caches.known_blobs.put(k, True)
     checkpoint["channel_values"] = channel_values

@@ -135,7 +135,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         (``DynamoDBSaver``, any saver on the base class's default) keeps counting in
         integers, as that saver would: LangGraph compares a channel's new version
         with its old one and cannot compare a string with an integer. Integer
-        versions are never cache keys (``cache_version``).
+        versions are never cache keys (``values.cache_entry``).
         """
         # Typed str (BaseCheckpointSaver[str]), but LangGraph passes what is stored.
         if isinstance(current, int):

@@ -10,7 +10,7 @@ See docs/layout.md ("Inline or blob", "Where the checkpoint body lives").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
@@ -230,8 +230,25 @@ def writes_value(writes: Sequence[tuple[str, Any]], widx: int, channel: str) -> 
     return value
 
 
-def cache_version(version: object) -> str | None:
-    """A channel version as part of an entry-cache key, or None if it may not name
-    one value: only versions with ``SaverCore.get_next_version``'s random tail are unique
-    across forks; an integer version (a migrated thread) is not."""
-    return version if isinstance(version, str) and "." in version else None
+def cached_entry(
+    core: SaverCore, thread_id: str, ns: str, name: str, version: object
+) -> list[Any] | None:
+    """The entry cached for a channel at ``version``, if any (see ``cache_entry``)."""
+    if not _names_one_value(version):
+        return None
+    return core.caches.entries.get((thread_id, ns, name, version))
+
+
+def cache_entry(
+    core: SaverCore, thread_id: str, ns: str, name: str, version: object, entry: list[Any]
+) -> None:
+    """Cache a channel's entry under its version, so a later put whose channel did not
+    move re-uses it instead of encoding the value again."""
+    if _names_one_value(version):
+        core.caches.entries.put((thread_id, ns, name, version), entry, entry_size(entry))
+
+
+def _names_one_value(version: object) -> TypeGuard[str]:
+    # Only versions with SaverCore.get_next_version's random tail are unique across
+    # forks; integer versions (a thread migrated from DynamoDBSaver) repeat.
+    return isinstance(version, str) and "." in version
