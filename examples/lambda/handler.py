@@ -98,7 +98,7 @@ def storage_settings(env: Mapping[str, str]) -> dict[str, Any]:
     """
     url = env.get("CHECKPOINT_URL")
     if url:
-        from langgraph_s3.saver import parse_conn_string
+        from langgraph_s3.connection import parse_conn_string
 
         return parse_conn_string(url)
     bucket, table = env.get("CHECKPOINT_BUCKET"), env.get("CHECKPOINT_TABLE")

@@ -121,7 +121,7 @@ def _seed_thread(endpoint: str, url: str) -> str:
     import handler
 
     from langgraph_s3 import S3Saver
-    from langgraph_s3.saver import parse_conn_string
+    from langgraph_s3.connection import parse_conn_string
 
     S3Saver(**parse_conn_string(url)).setup()
     started = handler.handler(

@@ -27,7 +27,8 @@ from langgraph_s3.errors import (
 )
 from langgraph_s3.guard import continuation
 from langgraph_s3.regions import CrossRegion
-from langgraph_s3.saver import S3Saver, parse_conn_string
+from langgraph_s3.connection import parse_conn_string
+from langgraph_s3.saver import S3Saver
 from langgraph_s3.version import __version__
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_threa
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.errors import MissingDependencyError
 from langgraph_s3.operations import Flow, S3Get, Sleep, T, WaitUpload
-from langgraph_s3.saver import merge_config, parse_conn_string
+from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.transport import (
     DYNAMODB,
     S3,
@@ -283,7 +283,8 @@ class AsyncS3Saver(SaverCore):
             return [await self._perform(ops[0])]
         return list(await asyncio.gather(*(self._bounded(op) for op in ops)))
 
-    async def _run(self, flow: Flow[T]) -> T:
+    async def run(self, flow: Flow[T]) -> T:
+        """Run a core flow to its end on this saver's clients; its result (see ``S3Saver.run``)."""
         value: Any = None
         error: BaseException | None = None
         while True:
@@ -304,7 +305,8 @@ class AsyncS3Saver(SaverCore):
             return None, exc
         return result, None
 
-    async def _iterate(self, flow: Flow[Any]) -> AsyncIterator[CheckpointTuple]:
+    async def iterate(self, flow: Flow[Any]) -> AsyncIterator[Any]:
+        """Run a core flow that emits results (``Emit``), yielding each one as it comes."""
         value: Any = None
         error: BaseException | None = None
         while True:
@@ -322,11 +324,11 @@ class AsyncS3Saver(SaverCore):
     async def setup(self) -> None:
         """Create the bucket and the table if they do not exist (idempotent)."""
         s3, _ = await self._clients()
-        await self._run(setup(self, region=self.region_name or s3.meta.region_name))
+        await self.run(setup(self, region=self.region_name or s3.meta.region_name))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch the latest checkpoint of a thread, or the one named by ``checkpoint_id``."""
-        return await self._run(get_tuple(self, config))
+        return await self.run(get_tuple(self, config))
 
     async def alist(
         self,
@@ -337,7 +339,7 @@ class AsyncS3Saver(SaverCore):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """List checkpoints newest first (see ``S3Saver.list``)."""
-        async for tup in self._iterate(
+        async for tup in self.iterate(
             list_checkpoints(self, config, filter=filter, before=before, limit=limit)
         ):
             yield tup
@@ -350,7 +352,7 @@ class AsyncS3Saver(SaverCore):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint (see ``S3Saver.put``)."""
-        return await self._run(put(self, config, checkpoint, metadata, new_versions))
+        return await self.run(put(self, config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self,
@@ -360,33 +362,33 @@ class AsyncS3Saver(SaverCore):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes in one DynamoDB request."""
-        await self._run(put_writes(self, config, writes, task_id, task_path))
+        await self.run(put_writes(self, config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and object of a thread."""
-        await self._run(delete_thread(self, thread_id))
+        await self.run(delete_thread(self, thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
-        await self._run(delete_for_runs(self, run_ids))
+        await self.run(delete_for_runs(self, run_ids))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread id."""
-        await self._run(copy_thread(self, source_thread_id, target_thread_id))
+        await self.run(copy_thread(self, source_thread_id, target_thread_id))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads (see ``S3Saver.prune``)."""
-        await self._run(prune(self, thread_ids, strategy))
+        await self.run(prune(self, thread_ids, strategy))
 
     async def aclaim_thread(self, thread_id: str) -> str:
         """Make this saver's region the owner of a thread (see ``S3Saver.claim_thread``)."""
-        return await self._run(claim_thread(self, thread_id))
+        return await self.run(claim_thread(self, thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Writes and seed of delta channels along the parent chain."""
-        return await self._run(delta_history(self, config, channels))
+        return await self.run(delta_history(self, config, channels))
 
     # ------------------------------------------- sync API (other threads only)
     def _sync(self, coro: Any) -> Any:

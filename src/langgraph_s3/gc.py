@@ -340,12 +340,12 @@ def _note_unreadable(
 
 def collect(saver: S3Saver, **kwargs: Any) -> GcReport:
     """Run a collection with a sync saver. Keyword arguments as ``collect_flow``."""
-    return saver._run(collect_flow(saver, **kwargs))
+    return saver.run(collect_flow(saver, **kwargs))
 
 
 async def acollect(saver: AsyncS3Saver, **kwargs: Any) -> GcReport:
     """Run a collection with an async saver. Keyword arguments as ``collect_flow``."""
-    return await saver._run(collect_flow(saver, **kwargs))
+    return await saver.run(collect_flow(saver, **kwargs))
 
 
 def parse_duration(text: str) -> float:
@@ -372,7 +372,8 @@ def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     """
     import os
 
-    from langgraph_s3.saver import S3Saver, parse_conn_string
+    from langgraph_s3.connection import parse_conn_string
+    from langgraph_s3.saver import S3Saver
 
     url = os.environ.get("CHECKPOINT_CONNECTION_STRING")
     where = (

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -29,7 +28,7 @@ from langgraph_s3.core.read import get_tuple
 from langgraph_s3.core.setup import setup
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
-from langgraph_s3.errors import InvalidConfigError
+from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.operations import Flow, S3Get, Sleep, T, WaitUpload
 from langgraph_s3.transport import (
     DYNAMODB,
@@ -41,46 +40,6 @@ from langgraph_s3.transport import (
     settle,
     translate_transport,
 )
-
-
-def parse_conn_string(conn_string: str) -> dict[str, Any]:
-    """Parse ``s3://bucket/prefix?table=t&region=r&endpoint_url=u`` into saver arguments."""
-    url = urlparse(conn_string)
-    if url.scheme != "s3" or not url.netloc:
-        raise InvalidConfigError(
-            f"connection string {conn_string!r} must look like "
-            "'s3://bucket/optional/prefix?table=my-table&region=us-east-1'"
-        )
-    query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-    unknown = set(query) - {"table", "region", "endpoint_url", "compression_level"}
-    if unknown:
-        raise InvalidConfigError(f"unknown connection string option(s): {sorted(unknown)}")
-    if "table" not in query:
-        raise InvalidConfigError(f"connection string {conn_string!r} needs '?table=...'")
-    args: dict[str, Any] = {
-        "bucket": url.netloc,
-        "prefix": url.path.lstrip("/"),
-        "table": query["table"],
-        "region_name": query.get("region"),
-        "endpoint_url": query.get("endpoint_url"),
-    }
-    if "compression_level" in query:
-        try:
-            args["compression_level"] = int(query["compression_level"])
-        except ValueError as exc:
-            raise InvalidConfigError("compression_level must be an integer") from exc
-    return args
-
-
-def merge_config(ours: Any, theirs: Any) -> Any:
-    """``theirs`` (a user's botocore Config) over ``ours``; retry settings key by key,
-    so ``retries={"max_attempts": 8}`` keeps the saver's standard retry mode."""
-    if theirs is None:
-        return ours
-    merged = ours.merge(theirs)
-    if ours.retries and theirs.retries:
-        merged.retries = {**ours.retries, **theirs.retries}
-    return merged
 
 
 class S3Saver(SaverCore):
@@ -299,7 +258,12 @@ class S3Saver(SaverCore):
             results[i] = fut.result()
         return results
 
-    def _run(self, flow: Flow[T]) -> T:
+    def run(self, flow: Flow[T]) -> T:
+        """Run a core flow to its end, performing each request it yields; its result.
+
+        This is how the collector, the command line and tools run a flow of
+        :mod:`langgraph_s3.core` on this saver's clients.
+        """
         value: Any = None
         error: BaseException | None = None
         while True:
@@ -318,7 +282,8 @@ class S3Saver(SaverCore):
             return None, exc
         return result, None
 
-    def _iterate(self, flow: Flow[Any]) -> Iterator[CheckpointTuple]:
+    def iterate(self, flow: Flow[Any]) -> Iterator[Any]:
+        """Run a core flow that emits results (``Emit``), yielding each one as it comes."""
         value: Any = None
         error: BaseException | None = None
         while True:
@@ -339,7 +304,7 @@ class S3Saver(SaverCore):
         Meant for development and tests; production deploys ``infra/storage.yaml``.
         """
         s3, _ = self._clients()
-        self._run(setup(self, region=self.region_name or s3.meta.region_name))
+        self.run(setup(self, region=self.region_name or s3.meta.region_name))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple: the latest of the thread, or the one named by
@@ -349,7 +314,7 @@ class S3Saver(SaverCore):
             config: ``{"configurable": {"thread_id": ..., "checkpoint_ns": ...,
                 "checkpoint_id": ...}}``; ``checkpoint_ns`` and ``checkpoint_id`` are optional.
         """
-        return self._run(get_tuple(self, config))
+        return self.run(get_tuple(self, config))
 
     def list(
         self,
@@ -368,7 +333,7 @@ class S3Saver(SaverCore):
             before: Only checkpoints older than this config's ``checkpoint_id``.
             limit: At most this many results.
         """
-        return self._iterate(
+        return self.iterate(
             list_checkpoints(self, config, filter=filter, before=before, limit=limit)
         )
 
@@ -385,7 +350,7 @@ class S3Saver(SaverCore):
             CheckpointConflictError: another run committed on this thread after this run
                 read the latest checkpoint. Nothing was committed.
         """
-        return self._run(put(self, config, checkpoint, metadata, new_versions))
+        return self.run(put(self, config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self,
@@ -395,23 +360,23 @@ class S3Saver(SaverCore):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes in one DynamoDB request."""
-        self._run(put_writes(self, config, writes, task_id, task_path))
+        self.run(put_writes(self, config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and object of a thread."""
-        self._run(delete_thread(self, thread_id))
+        self.run(delete_thread(self, thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
-        self._run(delete_for_runs(self, run_ids))
+        self.run(delete_for_runs(self, run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread id."""
-        self._run(copy_thread(self, source_thread_id, target_thread_id))
+        self.run(copy_thread(self, source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` (per namespace, delta-channel aware) or ``"delete"``."""
-        self._run(prune(self, thread_ids, strategy))
+        self.run(prune(self, thread_ids, strategy))
 
     def claim_thread(self, thread_id: str) -> str:
         """Make this saver's region the owner of a thread (cross-region hand-over).
@@ -422,13 +387,13 @@ class S3Saver(SaverCore):
         Returns:
             The region that owned the thread before.
         """
-        return self._run(claim_thread(self, thread_id))
+        return self.run(claim_thread(self, thread_id))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Writes and seed of delta channels along the parent chain, read in index pages."""
-        return self._run(delta_history(self, config, channels))
+        return self.run(delta_history(self, config, channels))
 
     # ---------------------------------------------- async API (on a thread)
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

@@ -313,7 +313,7 @@ def stack(aws: None) -> Stack:
 
 
 def test_stack_outputs_point_the_saver_at_the_stack(stack: Stack) -> None:
-    from langgraph_s3.saver import parse_conn_string
+    from langgraph_s3.connection import parse_conn_string
 
     assert stack.prefix == PREFIX
     assert stack.outputs["ConnectionString"] == (

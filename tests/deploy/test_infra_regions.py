@@ -183,7 +183,7 @@ def test_collector_deploys_against_either_storage_template() -> None:
 
 
 def test_multi_region_connection_string_is_what_the_saver_parses() -> None:
-    from langgraph_s3.saver import parse_conn_string
+    from langgraph_s3.connection import parse_conn_string
 
     template = load("multi-region.yaml")
     value = template["Outputs"]["ConnectionString"]["Value"]["Sub"]

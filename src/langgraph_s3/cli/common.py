@@ -38,7 +38,7 @@ class Where:
 
     def saver_args(self) -> dict[str, Any]:
         """``S3Saver`` keyword arguments; a usage error when the storage is not named."""
-        from langgraph_s3.saver import parse_conn_string
+        from langgraph_s3.connection import parse_conn_string
 
         if self.url:
             args = parse_conn_string(self.url)

@@ -60,7 +60,7 @@ def threads(
 
     idle = parse_duration(idle_for) if idle_for else None
     with saver(ctx) as s:
-        found = s._run(thread_summaries(s))
+        found = s.run(thread_summaries(s))
     now_ms = time.time() * 1000
     found = [
         t
@@ -251,7 +251,7 @@ def stats(
     from langgraph_s3.core.inventory import thread_summaries
 
     with saver(ctx) as s:
-        found = s._run(thread_summaries(s))
+        found = s.run(thread_summaries(s))
     if thread is not None:
         found = [t for t in found if t.thread_id == thread]
         if not found:
@@ -327,9 +327,9 @@ def verify(
     checked = 0
     with saver(ctx) as s:
         if thread is None:
-            groups = list(s._run(scan_threads(s)).values())
+            groups = list(s.run(scan_threads(s)).values())
         else:
-            groups = [s._run(thread_items(s, thread))]
+            groups = [s.run(thread_items(s, thread))]
         for items in groups:
             for row in (schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)):
                 checked += 1
