@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from langgraph_s3.connection import parse_conn_string
 from langgraph_s3.errors import (
     AccessDeniedError,
     CheckpointConflictError,
@@ -27,7 +28,6 @@ from langgraph_s3.errors import (
 )
 from langgraph_s3.guard import continuation
 from langgraph_s3.regions import CrossRegion
-from langgraph_s3.connection import parse_conn_string
 from langgraph_s3.saver import S3Saver
 from langgraph_s3.version import __version__
 

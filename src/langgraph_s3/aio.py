@@ -6,7 +6,6 @@ Needs the ``async`` extra: ``pip install 'langgraph-s3[async]'``.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -19,29 +18,18 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
-from langgraph.checkpoint.serde.base import SerializerProtocol
-from typing_extensions import Unpack
 
-from langgraph_s3.core import Emit, SaverCore, SaverOptions, check_options
+from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.core.commit import claim_thread, put
 from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
 from langgraph_s3.core.setup import setup
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
+from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.errors import MissingDependencyError
-from langgraph_s3.operations import Flow, S3Get, Sleep, T, WaitUpload
-from langgraph_s3.connection import merge_config, parse_conn_string
-from langgraph_s3.transport import (
-    DYNAMODB,
-    S3,
-    call_spec,
-    failed,
-    finish,
-    log_request,
-    settle,
-    translate_transport,
-)
+from langgraph_s3.operations import Emit, Flow, Sleep, T, WaitUpload
+from langgraph_s3.transport import DYNAMODB, S3
 
 try:
     import aiobotocore.session as aiobotocore_session
@@ -69,7 +57,7 @@ def _client(session: Any, service: str, **kwargs: Any) -> Any:
     return create(service, **kwargs)
 
 
-class AsyncS3Saver(SaverCore):
+class AsyncS3Saver(Driver):
     """The async twin of :class:`~langgraph_s3.S3Saver`, built on aiobotocore.
 
     Independent requests (every blob of a checkpoint, every checkpoint of a
@@ -101,45 +89,12 @@ class AsyncS3Saver(SaverCore):
         **options: See ``SaverOptions`` (the same options as ``S3Saver``).
     """
 
-    def __init__(
-        self,
-        bucket: str,
-        table: str,
-        prefix: str = "",
-        s3_client: Any = None,
-        dynamodb_client: Any = None,
-        region_name: str | None = None,
-        endpoint_url: str | None = None,
-        serde: SerializerProtocol | None = None,
-        compression_level: int = 3,
-        *,
-        session: Any = None,
-        home_s3_client: Any = None,
-        boto_config: Any = None,
-        **options: Unpack[SaverOptions],
-    ) -> None:
+    def _start(self) -> None:
         if aiobotocore_session is None:
             raise MissingDependencyError(
                 "AsyncS3Saver needs aiobotocore, which is not installed: "
                 "pip install 'langgraph-s3[async]'"
             )
-        check_options(AsyncS3Saver, options)
-        super().__init__(
-            bucket=bucket,
-            table=table,
-            prefix=prefix,
-            serde=serde,
-            compression_level=compression_level,
-            region_name=region_name,
-            **options,
-        )
-        self.endpoint_url = endpoint_url
-        self._session = session
-        self._boto_config = boto_config
-        self._created: list[Any] = []  # the clients aclose() closes: only ours
-        self._s3 = s3_client
-        self._ddb = dynamodb_client
-        self._home_s3 = home_s3_client
         self._stack: AsyncExitStack | None = None
         self._lock: asyncio.Lock | None = None
         self._sem: asyncio.Semaphore | None = None
@@ -174,37 +129,38 @@ class AsyncS3Saver(SaverCore):
         """Close the clients this saver created (clients passed in are left open)."""
         if self._stack is not None:
             stack, self._stack = self._stack, None
-            created, self._created = self._created, []
-            for attr in ("_s3", "_ddb", "_home_s3"):
-                if any(getattr(self, attr) is c for c in created):
-                    setattr(self, attr, None)
+            self._clients.forget_created()
             await stack.aclose()
 
-    async def _clients(self) -> tuple[Any, Any]:
+    async def _client(self, name: str) -> Any:
+        """The client called ``name`` (``transport.S3``, ...), created on first use."""
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
-        if self._s3 is not None and self._ddb is not None:
-            return self._s3, self._ddb
+        client = self._clients.by_name[name]
+        if client is not None:
+            return client
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            if self._s3 is None or self._ddb is None:
-                session = self._session or _default_session()
-                config = self._client_config()
-                kw = {"region_name": self.region_name, "endpoint_url": self.endpoint_url}
-                stack = self._stack or AsyncExitStack()
-                self._stack = stack
-                if self._s3 is None:
-                    self._s3 = await stack.enter_async_context(
-                        _client(session, "s3", config=config, **kw)
+            client = self._clients.by_name[name]
+            if client is None:
+                self._stack = self._stack or AsyncExitStack()
+                client = await self._stack.enter_async_context(
+                    _client(
+                        self._session or _default_session(),
+                        SERVICES[name],
+                        config=self._client_config(),
+                        region_name=client_region(self, name),
+                        endpoint_url=self.endpoint_url,
                     )
-                    self._created.append(self._s3)
-                if self._ddb is None:
-                    self._ddb = await stack.enter_async_context(
-                        _client(session, "dynamodb", config=config, **kw)
-                    )
-                    self._created.append(self._ddb)
-        return self._s3, self._ddb
+                )
+                self._clients.keep(name, client)
+        return client
+
+    async def clients(self) -> tuple[Any, Any]:
+        """The aiobotocore S3 and DynamoDB clients in use (created on first use if
+        none were given; they belong to this saver's event loop)."""
+        return await self._client(S3), await self._client(DYNAMODB)
 
     def _client_config(self) -> Any:
         from langgraph_s3.version import USER_AGENT
@@ -216,58 +172,23 @@ class AsyncS3Saver(SaverCore):
         )
         return merge_config(config, self._boto_config)
 
-    async def _home_client(self) -> Any:
-        if self._home_s3 is None:
-            assert self.cross_region is not None
-            await self._clients()
-            assert self._stack is not None
-            session = self._session or _default_session()
-            self._home_s3 = await self._stack.enter_async_context(
-                _client(
-                    session,
-                    "s3",
-                    config=self._client_config(),
-                    region_name=self.cross_region.home_region,
-                    endpoint_url=self.endpoint_url,
-                )
-            )
-            self._created.append(self._home_s3)
-        return self._home_s3
-
     # -------------------------------------------------------------- driving
     async def _perform(self, op: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         if isinstance(op, Sleep):
             await asyncio.sleep(op.seconds)
             return None
         if isinstance(op, WaitUpload):
             return await asyncio.wrap_future(op.pending)
-        home_bucket = self.cross_region.home_bucket if self.cross_region else None
-        target, method, params = call_spec(op, self.bucket, home_bucket)
-        started = time.perf_counter()
+        exchange = Exchange(self, op, self.endpoint_url)
         try:
-            s3, ddb = await self._clients()
-            client = {S3: s3, DYNAMODB: ddb}.get(target) or await self._home_client()
-            response = await getattr(client, method)(**params)
-            if isinstance(op, S3Get):
+            client = exchange.on(await self._client(exchange.client_name))
+            response = await getattr(client, exchange.method)(**exchange.params)
+            if exchange.reads_body:
                 async with response["Body"] as body:
                     response = await body.read()
-        except ClientError as exc:
-            settle(op, False)
-            log_request(op, method, time.perf_counter() - started, None, False)
-            return failed(
-                op, exc, bucket=self.bucket, table=self.table, region=self.request_region()
-            )
-        except BotoCoreError as exc:
-            settle(op, False)
-            raise translate_transport(exc, endpoint=self.endpoint_url) from exc
-        except BaseException:
-            settle(op, False)
-            raise
-        settle(op, True)
-        log_request(op, method, time.perf_counter() - started, response, True)
-        return finish(op, response)
+        except BaseException as exc:
+            return exchange.failed(exc)
+        return exchange.done(response)
 
     async def _bounded(self, op: Any) -> Any:
         if isinstance(op, WaitUpload):
@@ -283,47 +204,33 @@ class AsyncS3Saver(SaverCore):
             return [await self._perform(ops[0])]
         return list(await asyncio.gather(*(self._bounded(op) for op in ops)))
 
-    async def run(self, flow: Flow[T]) -> T:
-        """Run a core flow to its end on this saver's clients; its result (see ``S3Saver.run``)."""
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                op = flow.throw(error) if error is not None else flow.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            value = None  # the flow has it: do not hold it through the next request
-            value, error = await self._outcome(op)
-
     async def _outcome(self, op: Any) -> tuple[Any, BaseException | None]:
-        # Errors go back into the flow, so its cleanup (finally) runs at once.
         try:
-            result = (
-                await self._perform_many(op) if isinstance(op, list) else await self._perform(op)
-            )
+            many = isinstance(op, list)
+            return (await self._perform_many(op) if many else await self._perform(op)), None
         except Exception as exc:
             return None, exc
-        return result, None
+
+    async def run(self, flow: Flow[T]) -> T:
+        """Run a core flow to its end on this saver's clients; its result (see ``S3Saver.run``)."""
+        steps = Steps(flow)
+        for op in steps:
+            steps.answer(*await self._outcome(op))
+        return steps.result  # type: ignore[return-value]
 
     async def iterate(self, flow: Flow[Any]) -> AsyncIterator[Any]:
         """Run a core flow that emits results (``Emit``), yielding each one as it comes."""
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                op = flow.throw(error) if error is not None else flow.send(value)
-            except StopIteration:
-                return
+        steps = Steps(flow)
+        for op in steps:
             if isinstance(op, Emit):
-                value, error = None, None
                 yield op.value
             else:
-                value, error = await self._outcome(op)
+                steps.answer(*await self._outcome(op))
 
     # ----------------------------------------------------------- async API
     async def setup(self) -> None:
         """Create the bucket and the table if they do not exist (idempotent)."""
-        s3, _ = await self._clients()
+        s3, _ = await self.clients()
         await self.run(setup(self, region=self.region_name or s3.meta.region_name))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypedDict
 
-from langgraph_s3 import S3Saver, codec
+from langgraph_s3 import S3Saver
+from langgraph_s3.core.inventory import thread_figures
 
 DEMO_BUCKET = "langgraph-s3-demo"
 DEMO_TABLE = "langgraph-s3-demo"
@@ -102,52 +103,6 @@ def _saver(args: argparse.Namespace, endpoint: str | None) -> S3Saver:
     )
 
 
-def storage_figures(saver: S3Saver, thread_id: str) -> dict[str, Any]:
-    """Objects, bytes, compression ratio and blob reuse of one thread."""
-    s3 = saver.s3_client
-    prefix = saver.layout.thread_prefix(thread_id)
-    objects = stored = raw = 0
-    blob_keys: set[str] = set()
-    envelopes: list[dict[str, Any]] = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=saver.bucket, Prefix=prefix):
-        for obj in page.get("Contents", []):
-            body = s3.get_object(Bucket=saver.bucket, Key=obj["Key"])["Body"].read()
-            objects += 1
-            stored += len(body)
-            kind = codec.KIND_BLOB if "/b/" in obj["Key"] else codec.KIND_CHECKPOINT
-            payload = codec.unframe(body, key=obj["Key"], kind=kind)
-            raw += len(payload)
-            if kind == codec.KIND_BLOB:
-                blob_keys.add(obj["Key"])
-            else:
-                envelopes.append(codec.unpack(payload, key=obj["Key"]))
-    pages = saver.dynamodb_client.get_paginator("query").paginate(
-        TableName=saver.table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": saver.layout.pk(thread_id)}},
-    )
-    items = [item for page in pages for item in page["Items"]]
-    in_index = [i["b"]["B"] for i in items if "b" in i]
-    for body in in_index:  # small checkpoint bodies live in their index items
-        stored += len(body)
-        payload = codec.unframe(body, key="index", kind=codec.KIND_CHECKPOINT)
-        raw += len(payload)
-        envelopes.append(codec.unpack(payload, key="index"))
-    references = sum(len(e[2]) for env in envelopes for e in env["ch"].values() if e[0] == "r")
-    return {
-        "checkpoints": len(envelopes),
-        "checkpoint_bodies_in_index": len(in_index),
-        "s3_objects": objects,
-        "index_items": len(items),
-        "bytes_stored": stored,
-        "bytes_uncompressed": raw,
-        "compression_ratio": round(raw / stored, 2) if stored else None,
-        "blobs": len(blob_keys),
-        "blob_references": references,
-        "blob_writes_saved_by_dedup": max(references - len(blob_keys), 0),
-    }
-
-
 def _resume(args: argparse.Namespace) -> int:
     """Runs in a separate process: a brand-new saver continues the paused thread."""
     from langgraph.types import Command
@@ -212,7 +167,7 @@ def run_demo(args: argparse.Namespace) -> int:
             )
 
         print("\n4. storage for this thread")
-        for name, value in storage_figures(reader, thread_id).items():
+        for name, value in reader.run(thread_figures(reader, thread_id)).items():
             print(f"   {name:<28} {value}")
     return 0
 

@@ -24,6 +24,7 @@ import hashlib
 import re
 import string
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from langgraph_s3.errors import InvalidConfigError
 
@@ -54,6 +55,16 @@ def encode_segment(value: str) -> str:
     if len(encoded) > _MAX_PLAIN:
         return "~" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
     return encoded
+
+
+def decode_segment(segment: str) -> str:
+    """The id an encoded segment stands for; a hashed one (a long id) cannot be
+    decoded and is returned as it is."""
+    if segment == "~":
+        return ""
+    if segment.startswith("~"):
+        return segment
+    return unquote(segment, errors="surrogatepass")
 
 
 def check_checkpoint_id(checkpoint_id: object) -> str:
@@ -105,10 +116,19 @@ class Layout:
 
     def blob_key(self, thread_id: str, digest: str) -> str:
         """Content-addressed value (or chunk of a value), shared by the whole thread."""
-        return f"{self.thread_prefix(thread_id)}b/{digest}"
+        return self.blob_key_in(self.thread_prefix(thread_id), digest)
+
+    @staticmethod
+    def blob_key_in(folder: str, digest: str) -> str:
+        """``blob_key`` for the thread whose folder (``thread_prefix``) is ``folder``."""
+        return f"{folder}b/{digest}"
 
     def blob_prefix(self, thread_id: str) -> str:
         return f"{self.thread_prefix(thread_id)}b/"
+
+    def is_blob_key(self, thread_id: str, key: str) -> bool:
+        """True if ``key`` is one of the thread's value blobs (not a checkpoint object)."""
+        return key.startswith(self.blob_prefix(thread_id))
 
     def owns_object(self, thread_id: str, key: str) -> bool:
         """True if ``key`` is an object of this thread (not of a longer, nested prefix
@@ -121,9 +141,23 @@ class Layout:
         """Partition key: all items of one thread share it (prefix included)."""
         return f"{self.prefix}{encode_segment(thread_id)}"
 
+    @staticmethod
+    def folder_of_pk(pk: str) -> str:
+        """The thread folder (``thread_prefix``) of the thread whose partition key is ``pk``."""
+        return f"{pk}/"
+
+    def thread_of_pk(self, pk: str) -> str:
+        """The thread id a partition key names (see :func:`decode_segment`)."""
+        return decode_segment(pk[len(self.prefix) :])
+
     def owns_pk(self, pk: str) -> bool:
         """True if ``pk`` is a thread of this prefix (not of a longer, nested prefix)."""
         return pk.startswith(self.prefix) and "/" not in pk[len(self.prefix) :]
+
+    @staticmethod
+    def checkpoints_sk_prefix() -> str:
+        """Begins the sort key of every checkpoint and writes item (of any namespace)."""
+        return "c#"
 
     @staticmethod
     def ns_prefix_sk(ns: str) -> str:
@@ -140,8 +174,18 @@ class Layout:
     @staticmethod
     def writes_upper_sk(ns: str, checkpoint_id: str) -> str:
         """Sorts after every writes item of the checkpoint and before any other checkpoint."""
-        return f"c#{encode_segment(ns)}#{checkpoint_id}#x"
+        return Layout.writes_upper_of(Layout.checkpoint_sk(ns, checkpoint_id))
+
+    @staticmethod
+    def writes_upper_of(checkpoint_sk: str) -> str:
+        """``writes_upper_sk`` of a checkpoint item's sort key."""
+        return f"{checkpoint_sk}#x"
 
     @staticmethod
     def head_sk(ns: str) -> str:
         return f"h#{encode_segment(ns)}"
+
+    @staticmethod
+    def is_head_sk(sk: str) -> bool:
+        """True for the sort key of a namespace's head item."""
+        return sk.startswith("h#")

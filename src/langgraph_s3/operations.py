@@ -4,7 +4,8 @@ The pure core (:mod:`langgraph_s3.core`) decides what to read and write by yield
 these operations; ``S3Saver`` performs them with boto3 and a thread pool,
 ``AsyncS3Saver`` with aiobotocore and ``asyncio.gather`` (both through
 :mod:`langgraph_s3.transport`). Yielding a list means "perform these concurrently";
-the result is the list of their results.
+the result is the list of their results. A flow may also yield :class:`Emit`, a
+result for its caller (``list`` emits tuples as it loads them).
 
 Each operation is a ``Request[R]``: ``R`` is the type of its result, and
 :func:`perform` / :func:`perform_all` give a flow that result with its type.
@@ -13,7 +14,7 @@ Nothing here imports botocore.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -104,25 +105,34 @@ class S3Copy(Request[None]):
     target: str
 
 
-@dataclass(frozen=True)
-class DdbFailure:
-    """A DynamoDB error the flow asked to handle itself (its code is in ``expect``)."""
+class IndexRequest(Request[R]):
+    """A request to the DynamoDB index; the typed requests are in
+    :mod:`langgraph_s3.core.index`, which also decodes their answers."""
 
-    code: str
-    response: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Ddb(Request[dict[str, Any] | DdbFailure]):
-    """One DynamoDB call on the low-level client (``op`` is the method name).
-
-    Result: the response dict, or a :class:`DdbFailure` when the error code is in
-    ``expect`` (the flow handles those itself).
-    """
-
-    op: str
-    params: dict[str, Any]
+    #: Error codes that are an answer for this request (``refused``), not an error.
     expect: frozenset[str] = frozenset()
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        """The low-level client method and its arguments."""
+        raise NotImplementedError
+
+    def result(self, response: Mapping[str, Any]) -> R:
+        """The result of a successful call, from DynamoDB's response."""
+        raise NotImplementedError
+
+    def refused(self, code: str, response: Mapping[str, Any]) -> R:
+        """The result of a call that failed with one of the ``expect`` codes."""
+        raise NotImplementedError(code)
+
+    @property
+    def method(self) -> str:
+        """The low-level client method that performs this request."""
+        return self.call()[0]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The request's arguments, as sent."""
+        return self.call()[1]
 
 
 @dataclass(frozen=True)
@@ -130,6 +140,14 @@ class Sleep(Request[None]):
     """Back off before retrying. Result: ``None``."""
 
     seconds: float
+
+
+@dataclass(frozen=True)
+class Emit:
+    """Not a request: a result a listing flow hands out before it ends (``list``);
+    the driver yields ``value`` to its caller and resumes the flow."""
+
+    value: Any
 
 
 @dataclass(frozen=True)
@@ -145,7 +163,7 @@ Op = (
     | S3List
     | S3Delete
     | S3Copy
-    | Ddb
+    | IndexRequest[Any]
     | Sleep
     | CreateBucket
     | WaitUpload
@@ -163,9 +181,3 @@ def perform_all(ops: Sequence[Request[R]]) -> Generator[list[Request[R]], list[R
     if not ops:
         return []
     return (yield list(ops))
-
-
-def response(result: dict[str, Any] | DdbFailure) -> dict[str, Any]:
-    """The response of a ``Ddb`` request that expected no failure."""
-    assert not isinstance(result, DdbFailure), result
-    return result

@@ -18,31 +18,20 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
-from langgraph.checkpoint.serde.base import SerializerProtocol
-from typing_extensions import Unpack
 
-from langgraph_s3.core import Emit, SaverCore, SaverOptions, check_options
+from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.core.commit import claim_thread, put
 from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
 from langgraph_s3.core.setup import setup
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
-from langgraph_s3.connection import merge_config, parse_conn_string
-from langgraph_s3.operations import Flow, S3Get, Sleep, T, WaitUpload
-from langgraph_s3.transport import (
-    DYNAMODB,
-    S3,
-    call_spec,
-    failed,
-    finish,
-    log_request,
-    settle,
-    translate_transport,
-)
+from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
+from langgraph_s3.operations import Emit, Flow, Sleep, T, WaitUpload
+from langgraph_s3.transport import DYNAMODB, S3
 
 
-class S3Saver(SaverCore):
+class S3Saver(Driver):
     """A LangGraph checkpointer that stores threads in S3 with a DynamoDB index.
 
     Drop-in for ``InMemorySaver``: pass it as ``checkpointer=`` to
@@ -71,40 +60,7 @@ class S3Saver(SaverCore):
             ``cross_region``, ``clock``.
     """
 
-    def __init__(
-        self,
-        bucket: str,
-        table: str,
-        prefix: str = "",
-        s3_client: Any = None,
-        dynamodb_client: Any = None,
-        region_name: str | None = None,
-        endpoint_url: str | None = None,
-        serde: SerializerProtocol | None = None,
-        compression_level: int = 3,
-        *,
-        home_s3_client: Any = None,
-        session: Any = None,
-        boto_config: Any = None,
-        **options: Unpack[SaverOptions],
-    ) -> None:
-        check_options(S3Saver, options)
-        super().__init__(
-            bucket=bucket,
-            table=table,
-            prefix=prefix,
-            serde=serde,
-            compression_level=compression_level,
-            region_name=region_name,
-            **options,
-        )
-        self.endpoint_url = endpoint_url
-        self._s3 = s3_client
-        self._ddb = dynamodb_client
-        self._home_s3 = home_s3_client
-        self._session = session
-        self._boto_config = boto_config
-        self._created: list[Any] = []  # the clients close() closes: only ours
+    def _start(self) -> None:
         self._clients_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -138,17 +94,23 @@ class S3Saver(SaverCore):
         """
         with self._clients_lock:
             pool, self._pool = self._pool, None
-            created, self._created = self._created, []
-            for attr in ("_s3", "_ddb", "_home_s3"):
-                if any(getattr(self, attr) is c for c in created):
-                    setattr(self, attr, None)
+            created = self._clients.forget_created()
         if pool is not None:
             pool.shutdown(wait=False)
         for client in created:
             client.close()
 
-    def _new_client(self, service: str, region_name: str | None) -> Any:
-        """A client of the saver's own (caller holds ``_clients_lock``)."""
+    def _client(self, name: str) -> Any:
+        """The client called ``name`` (``transport.S3``, ...), created on first use."""
+        client = self._clients.by_name[name]
+        if client is None:
+            with self._clients_lock:
+                client = self._clients.by_name[name]
+                if client is None:
+                    client = self._clients.keep(name, self._new_client(name))
+        return client
+
+    def _new_client(self, name: str) -> Any:
         import boto3
         from botocore.config import Config
 
@@ -161,38 +123,22 @@ class S3Saver(SaverCore):
         )
         config = merge_config(config, self._boto_config)
         factory = self._session if self._session is not None else boto3
-        client = factory.client(
-            service, config=config, region_name=region_name, endpoint_url=self.endpoint_url
+        return factory.client(
+            SERVICES[name],
+            config=config,
+            region_name=client_region(self, name),
+            endpoint_url=self.endpoint_url,
         )
-        self._created.append(client)
-        return client
-
-    def _clients(self) -> tuple[Any, Any]:
-        if self._s3 is None or self._ddb is None:
-            with self._clients_lock:
-                if self._s3 is None:
-                    self._s3 = self._new_client("s3", self.region_name)
-                if self._ddb is None:
-                    self._ddb = self._new_client("dynamodb", self.region_name)
-        return self._s3, self._ddb
-
-    def _home_client(self) -> Any:
-        if self._home_s3 is None:
-            assert self.cross_region is not None
-            with self._clients_lock:
-                if self._home_s3 is None:
-                    self._home_s3 = self._new_client("s3", self.cross_region.home_region)
-        return self._home_s3
 
     @property
     def s3_client(self) -> Any:
         """The boto3 S3 client in use (created on first use if none was given)."""
-        return self._clients()[0]
+        return self._client(S3)
 
     @property
     def dynamodb_client(self) -> Any:
         """The boto3 DynamoDB client in use (created on first use if none was given)."""
-        return self._clients()[1]
+        return self._client(DYNAMODB)
 
     # -------------------------------------------------------------- driving
     def _executor(self) -> ThreadPoolExecutor:
@@ -205,37 +151,20 @@ class S3Saver(SaverCore):
         return self._pool
 
     def _perform(self, op: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         if isinstance(op, Sleep):
             time.sleep(op.seconds)
             return None
         if isinstance(op, WaitUpload):
             return op.pending.result()
-        home_bucket = self.cross_region.home_bucket if self.cross_region else None
-        target, method, params = call_spec(op, self.bucket, home_bucket)
-        started = time.perf_counter()
+        exchange = Exchange(self, op, self.endpoint_url)
         try:
-            s3, ddb = self._clients()
-            client = {S3: s3, DYNAMODB: ddb}.get(target) or self._home_client()
-            response = getattr(client, method)(**params)
-            if isinstance(op, S3Get):
+            client = exchange.on(self._client(exchange.client_name))
+            response = getattr(client, exchange.method)(**exchange.params)
+            if exchange.reads_body:
                 response = response["Body"].read()
-        except ClientError as exc:
-            settle(op, False)
-            log_request(op, method, time.perf_counter() - started, None, False)
-            return failed(
-                op, exc, bucket=self.bucket, table=self.table, region=self.request_region()
-            )
-        except BotoCoreError as exc:
-            settle(op, False)
-            raise translate_transport(exc, endpoint=self.endpoint_url) from exc
-        except BaseException:
-            settle(op, False)
-            raise
-        settle(op, True)
-        log_request(op, method, time.perf_counter() - started, response, True)
-        return finish(op, response)
+        except BaseException as exc:
+            return exchange.failed(exc)
+        return exchange.done(response)
 
     def _perform_many(self, ops: list[Any]) -> list[Any]:
         if len(ops) == 1:
@@ -258,44 +187,31 @@ class S3Saver(SaverCore):
             results[i] = fut.result()
         return results
 
+    def _outcome(self, op: Any) -> tuple[Any, BaseException | None]:
+        try:
+            return (self._perform_many(op) if isinstance(op, list) else self._perform(op)), None
+        except Exception as exc:
+            return None, exc
+
     def run(self, flow: Flow[T]) -> T:
         """Run a core flow to its end, performing each request it yields; its result.
 
         This is how the collector, the command line and tools run a flow of
         :mod:`langgraph_s3.core` on this saver's clients.
         """
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                op = flow.throw(error) if error is not None else flow.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            value = None  # the flow has it: do not hold it through the next request
-            value, error = self._outcome(op)
-
-    def _outcome(self, op: Any) -> tuple[Any, BaseException | None]:
-        # Errors go back into the flow, so its cleanup (finally) runs at once.
-        try:
-            result = self._perform_many(op) if isinstance(op, list) else self._perform(op)
-        except Exception as exc:
-            return None, exc
-        return result, None
+        steps = Steps(flow)
+        for op in steps:
+            steps.answer(*self._outcome(op))
+        return steps.result  # type: ignore[return-value]
 
     def iterate(self, flow: Flow[Any]) -> Iterator[Any]:
         """Run a core flow that emits results (``Emit``), yielding each one as it comes."""
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                op = flow.throw(error) if error is not None else flow.send(value)
-            except StopIteration:
-                return
+        steps = Steps(flow)
+        for op in steps:
             if isinstance(op, Emit):
-                value, error = None, None
                 yield op.value
             else:
-                value, error = self._outcome(op)
+                steps.answer(*self._outcome(op))
 
     # ----------------------------------------------------------------- public
     def setup(self) -> None:
@@ -303,8 +219,7 @@ class S3Saver(SaverCore):
 
         Meant for development and tests; production deploys ``infra/storage.yaml``.
         """
-        s3, _ = self._clients()
-        self.run(setup(self, region=self.region_name or s3.meta.region_name))
+        self.run(setup(self, region=self.region_name or self.s3_client.meta.region_name))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple: the latest of the thread, or the one named by

@@ -99,16 +99,16 @@ def dynamodb_saver(url: str) -> Any:
 
 def dynamodb_thread_ids(client: Any, table: str) -> list[str]:
     """The thread ids of a DynamoDBSaver table: its checkpoint partition keys, scanned."""
-    pages = client.get_paginator("scan").paginate(
-        TableName=table,
-        ProjectionExpression="PK",
-        FilterExpression="begins_with(PK, :c)",
-        ExpressionAttributeValues={":c": {"S": DYNAMODB_CHECKPOINT_PK}},
-    )
+    from langgraph_s3.core.index import KeyPrefixScan
+
     seen: dict[str, None] = {}
-    for page in pages:
-        for item in page.get("Items", []):
+    scan: KeyPrefixScan | None = KeyPrefixScan(table, "PK", DYNAMODB_CHECKPOINT_PK)
+    while scan is not None:
+        method, params = scan.call()
+        page = scan.result(getattr(client, method)(**params))
+        for item in page.items:
             seen.setdefault(item["PK"]["S"][len(DYNAMODB_CHECKPOINT_PK) :], None)
+        scan = scan.following(page)
     return list(seen)
 
 

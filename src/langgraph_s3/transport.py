@@ -22,8 +22,7 @@ from langgraph_s3.errors import (
 from langgraph_s3.logs import log
 from langgraph_s3.operations import (
     CreateBucket,
-    Ddb,
-    DdbFailure,
+    IndexRequest,
     ListPage,
     Op,
     S3Copy,
@@ -49,8 +48,8 @@ def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, d
             assert home_bucket, "the home read policy needs CrossRegion(home_bucket=...)"
             return HOME_S3, "get_object", {"Bucket": home_bucket, "Key": op.key}
         return S3, "get_object", {"Bucket": bucket, "Key": op.key}
-    if isinstance(op, Ddb):
-        return DYNAMODB, op.op, op.params
+    if isinstance(op, IndexRequest):
+        return (DYNAMODB, *op.call())
     if isinstance(op, S3Put):
         return S3, "put_object", {"Bucket": bucket, "Key": op.key, "Body": op.body}
     if isinstance(op, S3List):
@@ -88,7 +87,7 @@ def log_request(op: Op, method: str, seconds: float, response: Any, ok: bool) ->
         size = len(response)
     else:
         size = 0
-    key = getattr(op, "key", "") or getattr(op, "params", {}).get("TableName", "")
+    key = getattr(op, "key", "") or getattr(op, "table", "")
     log.debug(
         "%s %s %s %d bytes %.1f ms", method, key, "ok" if ok else "failed", size, seconds * 1e3
     )
@@ -96,8 +95,10 @@ def log_request(op: Op, method: str, seconds: float, response: Any, ok: bool) ->
 
 def finish(op: Op, response: Any) -> Any:
     """Turn a response into the operation's result (``S3Get`` bodies are read by the driver)."""
-    if isinstance(op, S3Get | Ddb):
+    if isinstance(op, S3Get):
         return response
+    if isinstance(op, IndexRequest):
+        return op.result(response)
     if isinstance(op, S3List):
         return ListPage(
             [
@@ -120,8 +121,8 @@ def failed(op: Op, exc: ClientError, *, bucket: str, table: str, region: str | N
     code = error_code(exc)
     if isinstance(op, S3Get) and is_missing_key(exc):
         return None
-    if isinstance(op, Ddb) and code in op.expect:
-        return DdbFailure(code, exc.response)
+    if isinstance(op, IndexRequest) and code in op.expect:
+        return op.refused(code, exc.response)
     if isinstance(op, CreateBucket) and code == "BucketAlreadyOwnedByYou":
         return None
     if isinstance(op, S3HeadBucket) and code in ("404", "NotFound"):

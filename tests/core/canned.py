@@ -17,8 +17,9 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_chec
 
 from langgraph_s3.core import SaverCore, schema
 from langgraph_s3.core.commit import put
+from langgraph_s3.core.index import Page, Transact, WritesUpdate
 from langgraph_s3.core.writes import put_writes
-from langgraph_s3.operations import Ddb, S3Get, S3HeadBucket, S3Put, WaitUpload
+from langgraph_s3.operations import S3Get, S3HeadBucket, S3Put, WaitUpload
 from tests.core.script import Script
 
 #: The saver clock of every canned core (2023-11-14T22:13:20Z).
@@ -76,9 +77,8 @@ def _answer(stored: Stored, op: Any) -> Any:
         return True
     if isinstance(op, S3HeadBucket):
         return None
-    assert isinstance(op, Ddb), op
-    if op.op == "transact_write_items":
-        for part in op.params["TransactItems"]:
+    if isinstance(op, Transact):
+        for _, part in op.parts:
             if "Put" in part:
                 stored.item = part["Put"]["Item"]
             if "Update" in part and "#tid" in part["Update"]["ExpressionAttributeNames"]:
@@ -93,10 +93,10 @@ def _answer(stored: Stored, op: Any) -> Any:
                         for p, name in head["ExpressionAttributeNames"].items()
                     },
                 }
-        return {}
-    assert op.op == "update_item", op
-    stored.item = applied(op.params, stored.item)
-    return {}
+        return None
+    assert isinstance(op, WritesUpdate), op
+    stored.item = applied(op.update(), stored.item)
+    return None
 
 
 def store(
@@ -139,7 +139,7 @@ def store_writes(
 
 
 def applied(update: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any]:
-    """The writes item an UpdateItem request of ``schema.writes_updates`` leaves behind
+    """The writes item an UpdateItem request of ``index.writes_updates`` leaves behind
     (on top of ``item``): its key and the values it sets; the task path and regular
     writes (``if_not_exists``) only where ``item`` has none yet."""
     names = update["ExpressionAttributeNames"]
@@ -153,12 +153,9 @@ def applied(update: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def page(items: Sequence[Mapping[str, Any]], last: Mapping[str, Any] | None = None) -> Any:
-    """A query or scan response."""
-    response: dict[str, Any] = {"Items": list(items)}
-    if last is not None:
-        response["LastEvaluatedKey"] = dict(last)
-    return response
+def page(items: Sequence[Mapping[str, Any]], last: Mapping[str, Any] | None = None) -> Page:
+    """A page of a query or scan."""
+    return Page([dict(i) for i in items], None if last is None else dict(last))
 
 
 def from_bucket(objects: Mapping[str, bytes]) -> Any:

@@ -5,8 +5,8 @@ performed at once, and is sent their results. ``Script`` advances it one answer 
 a time, so a test states in order what the flow asks for and what it gets back::
 
     script = Script(commit.commit(core, item, None, guarded=False))
-    txn = script.expect(Ddb, {})        # the flow asks for one Ddb request; it succeeds
-    assert txn.op == "transact_write_items"
+    txn = script.expect(Transact, None) # the flow asks for a transaction; it commits
+    assert txn.method == "transact_write_items"
     script.returns()                    # and the flow ends
 
 - ``expect(match, result)``: the pending request must match, then gets ``result``;
@@ -34,8 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
-from langgraph_s3.core import Emit
-from langgraph_s3.operations import S3Put
+from langgraph_s3.operations import Emit, S3Put
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)

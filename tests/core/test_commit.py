@@ -11,6 +11,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_s3 import codec, guard
 from langgraph_s3.core import commit, schema
+from langgraph_s3.core.index import IDEMPOTENT_MISMATCH, TXN_CANCELLED, Cancelled, Transact, key
 from langgraph_s3.errors import (
     CheckpointConflictError,
     ClockSkewError,
@@ -19,7 +20,7 @@ from langgraph_s3.errors import (
     S3SaverError,
     ThreadOwnedElsewhereError,
 )
-from langgraph_s3.operations import Ddb, DdbFailure, S3HeadBucket, S3Put, Sleep
+from langgraph_s3.operations import IndexRequest, S3HeadBucket, S3Put, Sleep
 from langgraph_s3.regions import CrossRegion
 from tests.core.canned import T0, checkpoint, config, make_core, store
 from tests.core.script import Script
@@ -27,23 +28,26 @@ from tests.core.script import Script
 BIG = os.urandom(12_000).hex()  # 24 KB of incompressible text: above the inline threshold
 
 
-def cancelled(*codes: str, **items: dict[str, Any]) -> DdbFailure:
-    """A cancelled transaction; ``items`` gives the old item of a part by position
+def cancelled(script: Script[Any], *codes: str, **items: dict[str, Any]) -> Cancelled | None:
+    """The answer to the pending transaction when DynamoDB cancels it, decoded as the
+    transport does (``refused``); ``items`` gives the old item of a part by position
     (``p1={...}``)."""
+    assert is_txn(script.pending), script.pending
     reasons = []
     for i, code in enumerate(codes):
         reason: dict[str, Any] = {"Code": code}
         if f"p{i}" in items:
             reason["Item"] = items[f"p{i}"]
         reasons.append(reason)
-    return DdbFailure("TransactionCanceledException", {"CancellationReasons": reasons})
+    txn: Transact = script.pending
+    return txn.refused(TXN_CANCELLED, {"CancellationReasons": reasons})
 
 
 def is_txn(op: Any) -> bool:
-    return isinstance(op, Ddb) and op.op == "transact_write_items"
+    return isinstance(op, IndexRequest) and op.method == "transact_write_items"
 
 
-def roles(op: Ddb) -> list[str]:
+def roles(op: IndexRequest[Any]) -> list[str]:
     return [next(iter(part)) for part in op.params["TransactItems"]]
 
 
@@ -64,7 +68,7 @@ def test_a_small_checkpoint_lives_in_its_index_item_and_commits_once() -> None:
     )
     # The first put checks the bucket, beside nothing else: the body is not uploaded.
     script.expect([S3HeadBucket], [None])
-    txn = script.expect(is_txn, {})
+    txn = script.expect(is_txn, None)
     assert script.returns() == {
         "configurable": {"thread_id": "t1", "checkpoint_ns": "", "checkpoint_id": "c01"}
     }
@@ -80,7 +84,7 @@ def test_a_small_checkpoint_lives_in_its_index_item_and_commits_once() -> None:
 
     # The bucket is checked once per saver.
     again = Script(commit.put(core, config(cid="c01"), checkpoint("c02", {"x": 1}), {}, {}))
-    again.expect(is_txn, {})
+    again.expect(is_txn, None)
     again.returns()
 
 
@@ -94,7 +98,7 @@ def test_a_large_value_goes_to_blobs_and_the_body_to_s3_with_a_prefetch_list() -
     blob_keys = [op.key for op in puts if "/b/" in op.key]
     body_keys = [op.key for op in puts if "/c/" in op.key]
     assert blob_keys and len(body_keys) == 1 and isinstance(batch[-1], S3HeadBucket)
-    txn = script.expect(is_txn, {})
+    txn = script.expect(is_txn, None)
     script.returns()
     item = txn.params["TransactItems"][0]["Put"]["Item"]
     assert schema.BODY not in item
@@ -109,7 +113,7 @@ def test_a_large_value_goes_to_blobs_and_the_body_to_s3_with_a_prefetch_list() -
     )
     [body] = nxt.expect([S3Put], [None])
     assert "/c/" in body.key
-    nxt.expect(is_txn, {})
+    nxt.expect(is_txn, None)
     nxt.returns()
 
 
@@ -122,7 +126,7 @@ def test_a_body_too_large_for_the_index_moves_its_largest_values_to_blobs() -> N
     batch = script.expect(lambda ops: isinstance(ops, list), [None] * len(script.pending))
     blobs = [op for op in batch if isinstance(op, S3Put)]
     assert blobs and all("/b/" in op.key for op in blobs)  # the body itself stays in the index
-    txn = script.expect(is_txn, {})
+    txn = script.expect(is_txn, None)
     script.returns()
     item = txn.params["TransactItems"][0]["Put"]["Item"]
     assert schema.BODY in item and len(item[schema.BODY]["B"]) <= core.index_inline_limit
@@ -173,18 +177,18 @@ def test_clock_skew_without_uuid6_ids_says_retry_later() -> None:
 def test_a_transaction_conflict_is_retried_after_a_backoff() -> None:
     item = an_item()
     script = Script(commit.commit(make_core(), item, "c01", guarded=True))
-    first = script.expect(is_txn, cancelled("None", "TransactionConflict"))
+    first = script.expect(is_txn, cancelled(script, "None", "TransactionConflict"))
     script.expect(Sleep(0.05))
-    second = script.expect(is_txn, cancelled("TransactionConflict", "None"))
+    second = script.expect(is_txn, cancelled(script, "TransactionConflict", "None"))
     script.expect(Sleep(0.1))
-    assert script.expect(is_txn, {}) == first == second
+    assert script.expect(is_txn, None) == first == second
     script.returns()
 
 
 def test_a_transaction_that_keeps_conflicting_gives_up_after_five_attempts() -> None:
     script = Script(commit.commit(make_core(), an_item(), "c01", guarded=False))
     for _ in range(5):
-        script.expect(is_txn, cancelled("TransactionConflict", "None"))
+        script.expect(is_txn, cancelled(script, "TransactionConflict", "None"))
         if script.pending is not None:
             script.expect(Sleep)
     err = script.raises(S3SaverError)
@@ -193,7 +197,7 @@ def test_a_transaction_that_keeps_conflicting_gives_up_after_five_attempts() -> 
 
 def test_an_unexplained_cancellation_is_an_error_naming_its_codes() -> None:
     script = Script(commit.commit(make_core(), an_item(), "c01", guarded=False))
-    script.expect(is_txn, cancelled("ValidationError", "None"))
+    script.expect(is_txn, cancelled(script, "ValidationError", "None"))
     assert "ValidationError" in str(script.raises(S3SaverError))
 
 
@@ -205,14 +209,17 @@ def test_an_idempotency_mismatch_is_resolved_by_reading_the_item(
     refuses the token; the item tells whether the first attempt committed."""
     item = an_item()
     script = Script(commit.commit(make_core(), item, "c01", guarded=True))
-    script.expect(is_txn, DdbFailure("IdempotentParameterMismatchException", {}))
-    answer: dict[str, Any] = {}
+    txn = script.pending
+    assert is_txn(txn) and IDEMPOTENT_MISMATCH in txn.expect
+    script.expect(is_txn, txn.refused(IDEMPOTENT_MISMATCH, {}))
+    answer: dict[str, Any] | None = None
     if found is not None:
         digest = item[schema.DIGEST] if found == "same" else schema.s("0" * 64)
-        answer = {"Item": {schema.DIGEST: digest}}
-    get = script.expect(lambda op: isinstance(op, Ddb) and op.op == "get_item", answer)
+        answer = {schema.DIGEST: digest}
+    get = script.expect(lambda op: isinstance(op, IndexRequest) and op.method == "get_item", answer)
     assert get.params["Key"] == {schema.PK: item[schema.PK], schema.SK: item[schema.SK]}
     assert get.params["ConsistentRead"] is True
+    assert get.params["ProjectionExpression"] == schema.DIGEST
     if committed:
         script.returns()
     else:
@@ -221,7 +228,9 @@ def test_an_idempotency_mismatch_is_resolved_by_reading_the_item(
 
 def test_a_guarded_commit_that_finds_the_head_moved_is_a_conflict() -> None:
     script = Script(commit.commit(make_core(), an_item(), "c01", guarded=True))
-    txn = script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1=head_item("c09")))
+    txn = script.expect(
+        is_txn, cancelled(script, "None", "ConditionalCheckFailed", p1=head_item("c09"))
+    )
     head = txn.params["TransactItems"][1]["Update"]
     assert head["ConditionExpression"] == "attribute_not_exists(#c) OR #c = :p"
     err = script.raises(CheckpointConflictError)
@@ -231,14 +240,16 @@ def test_a_guarded_commit_that_finds_the_head_moved_is_a_conflict() -> None:
 def test_a_guarded_commit_that_finds_no_head_is_a_conflict() -> None:
     """The thread was deleted (or its latest checkpoint dropped) meanwhile."""
     script = Script(commit.commit(make_core(), an_item(), "c01", guarded=True))
-    script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1={}))
+    script.expect(is_txn, cancelled(script, "None", "ConditionalCheckFailed", p1={}))
     err = script.raises(CheckpointConflictError)
     assert (err.expected, err.actual) == ("c01", None)
 
 
 def test_a_guarded_first_put_expects_no_head() -> None:
     script = Script(commit.commit(make_core(), an_item("c01", None), None, guarded=True))
-    txn = script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1=head_item("c00")))
+    txn = script.expect(
+        is_txn, cancelled(script, "None", "ConditionalCheckFailed", p1=head_item("c00"))
+    )
     assert txn.params["TransactItems"][1]["Update"]["ConditionExpression"] == (
         "attribute_not_exists(#c)"
     )
@@ -248,15 +259,17 @@ def test_a_guarded_first_put_expects_no_head() -> None:
 
 def test_a_commit_that_finds_itself_as_the_head_was_already_done() -> None:
     script = Script(commit.commit(make_core(), an_item("c02"), "c01", guarded=True))
-    script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1=head_item("c02")))
+    script.expect(is_txn, cancelled(script, "None", "ConditionalCheckFailed", p1=head_item("c02")))
     script.returns()
 
 
 def test_a_fork_below_the_head_is_committed_without_moving_it() -> None:
     item = an_item("c02")
     script = Script(commit.commit(make_core(), item, "c01", guarded=False))
-    first = script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1=head_item("c05")))
-    retry = script.expect(is_txn, {})
+    first = script.expect(
+        is_txn, cancelled(script, "None", "ConditionalCheckFailed", p1=head_item("c05"))
+    )
+    retry = script.expect(is_txn, None)
     script.returns()
     assert roles(first) == ["Put", "Update"] and roles(retry) == ["Put"]
     assert retry.params["TransactItems"][0] == first.params["TransactItems"][0]
@@ -266,7 +279,9 @@ def test_a_fork_below_the_head_is_committed_without_moving_it() -> None:
 
 def test_a_damaged_head_item_is_reported_as_corrupt() -> None:
     script = Script(commit.commit(make_core(), an_item(), "c01", guarded=True))
-    script.expect(is_txn, cancelled("None", "ConditionalCheckFailed", p1={schema.CID: {"N": "1"}}))
+    script.expect(
+        is_txn, cancelled(script, "None", "ConditionalCheckFailed", p1={schema.CID: {"N": "1"}})
+    )
     err = script.raises(CorruptObjectError)
     assert err.key == "t1|h#~|cid"
 
@@ -287,7 +302,9 @@ def test_a_commit_in_a_region_that_does_not_own_the_thread_is_refused(
     reasons: dict[str, Any] = {}
     if owner_item is None:
         reasons["p2"] = {schema.REGION: schema.s(owner)}
-    txn = script.expect(is_txn, cancelled("None", "None", "ConditionalCheckFailed", **reasons))
+    txn = script.expect(
+        is_txn, cancelled(script, "None", "None", "ConditionalCheckFailed", **reasons)
+    )
     check = txn.params["TransactItems"][2]["ConditionCheck"]
     assert check["Key"][schema.SK] == schema.s(schema.OWNER_SK)
     assert check["ConditionExpression"] == "#r = :me"  # a replica owns only what it claimed
@@ -297,10 +314,11 @@ def test_a_commit_in_a_region_that_does_not_own_the_thread_is_refused(
 
 def test_the_home_region_owns_every_unclaimed_thread() -> None:
     core = make_core(region_name="us-east-1", cross_region=CrossRegion("us-east-1"))
-    [(role, part)] = commit.ownership_parts(core, schema.s("t1"))
+    [(role, part)] = commit.ownership_parts(core, "t1")
     assert role == "owner"
+    assert part["ConditionCheck"]["Key"] == key("t1", schema.OWNER_SK)
     assert part["ConditionCheck"]["ConditionExpression"] == ("attribute_not_exists(#r) OR #r = :me")
-    assert commit.ownership_parts(make_core(), schema.s("t1")) == ()
+    assert commit.ownership_parts(make_core(), "t1") == ()
 
 
 @pytest.mark.parametrize(
@@ -308,10 +326,10 @@ def test_the_home_region_owns_every_unclaimed_thread() -> None:
 )
 def test_claim_thread_makes_this_region_the_owner(before: str | None, previous: str) -> None:
     script = Script(commit.claim_thread(replica(), "t1"))
-    attributes = {schema.REGION: schema.s(before)} if before else {}
-    update = script.expect(Ddb, {"Attributes": attributes})
-    assert update.op == "update_item"
+    update = script.expect(IndexRequest, before)  # the owner before, if any
+    assert update.method == "update_item"
     assert update.params["ExpressionAttributeValues"][":me"] == schema.s("eu-west-1")
+    assert update.params["ReturnValues"] == "ALL_OLD"
     assert script.returns() == previous
 
 

@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 
 from langgraph_s3.core import history, schema
 from langgraph_s3.errors import InvalidConfigError
-from langgraph_s3.operations import Ddb, S3Get
+from langgraph_s3.operations import IndexRequest, S3Get
 from tests.core.canned import (
     Stored,
     checkpoint,
@@ -28,7 +28,7 @@ BIG = os.urandom(12_000).hex()
 
 
 def is_query(op: Any) -> bool:
-    return isinstance(op, Ddb) and op.op == "query"
+    return isinstance(op, IndexRequest) and op.method == "query"
 
 
 def newest_first(*stored: Stored) -> list[dict[str, Any]]:
@@ -129,14 +129,14 @@ def test_listing_every_thread_scans_this_prefix_only_newest_first() -> None:
     b = cp("c2", None, thread_id="tb", core=make_core(prefix="app"))
     nested = cp("c3", None, thread_id="tc", core=make_core(prefix="app/inner"))
     script = Script(history.list_checkpoints(core, None))
-    scan = script.expect(Ddb, page([a.item, nested.item, b.item]))
-    assert scan.op == "scan" and scan.params["ExpressionAttributeValues"][":prefix"] == (
+    scan = script.expect(IndexRequest, page([a.item, nested.item, b.item]))
+    assert scan.method == "scan" and scan.params["ExpressionAttributeValues"][":prefix"] == (
         schema.s("app/")
     )
     assert [script.emits().checkpoint["id"], script.emits().checkpoint["id"]] == ["c2", "c1"]
     script.returns()
     plain = Script(history.list_checkpoints(make_core(), None))
-    assert "ExpressionAttributeValues" not in plain.expect(Ddb, page([])).params
+    assert "ExpressionAttributeValues" not in plain.expect(IndexRequest, page([])).params
 
 
 def test_checkpoints_are_loaded_sixteen_at_a_time() -> None:

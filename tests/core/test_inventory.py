@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from langgraph_s3.core import inventory, schema
-from langgraph_s3.operations import Ddb, ListPage, S3List
+from langgraph_s3.core.scratch import Scratch
+from langgraph_s3.keys import Layout
+from langgraph_s3.operations import IndexRequest, ListPage, S3Get, S3List
 from tests.core.canned import T0, checkpoint, config, make_core, page, store, store_writes
 from tests.core.script import Script
 
 CID1 = "1f000000-0000-6000-8000-000000000001"
 CID2 = "1f000000-0000-6000-8000-000000000002"
+LAYOUT = Layout("")
 
 
 def thread_items(thread: str, *, interrupted: bool = False) -> list[dict[str, Any]]:
@@ -23,37 +28,49 @@ def thread_items(thread: str, *, interrupted: bool = False) -> list[dict[str, An
     return items
 
 
-def test_the_scan_reads_four_segments_at_once_until_each_is_done() -> None:
-    script = Script(inventory.scan_threads(make_core(prefix="app/")))
+def test_the_scan_reads_four_segments_at_once_until_each_is_done(tmp_path: Path) -> None:
+    scratch = Scratch(tmp_path)
+    script = Script(inventory.take_inventory(make_core(prefix="app/"), scratch, False))
     batch = script.expect(
-        [Ddb] * inventory.SEGMENTS, [page([]) for _ in range(3)] + [page([], {"pk": {"S": "x"}})]
+        [IndexRequest] * inventory.SEGMENTS,
+        [page([]) for _ in range(3)] + [page([], {"pk": {"S": "x"}})],
     )
     assert [op.params["Segment"] for op in batch] == [0, 1, 2, 3]
     assert all(op.params["TotalSegments"] == 4 for op in batch)
     assert batch[0].params["ExpressionAttributeValues"] == {":p": {"S": "app/"}}
-    (again,) = script.expect([Ddb], [page([])])  # only the segment that had more
+    (again,) = script.expect([IndexRequest], [page([])])  # only the segment that had more
     assert again.params["Segment"] == 3 and again.params["ExclusiveStartKey"] == {"pk": {"S": "x"}}
-    assert script.returns() == {}
+    assert script.returns() == 0
+    scratch.close()
 
 
-def test_threads_are_grouped_and_other_prefixes_left_out() -> None:
+def test_threads_are_grouped_and_other_prefixes_left_out(tmp_path: Path) -> None:
     core = make_core()
     mine = thread_items("t1")
     nested = [{**i, "pk": {"S": "other/t9"}} for i in thread_items("t9")]
-    script = Script(inventory.scan_threads(core))
-    script.expect([Ddb] * 4, [page(mine[:2]), page(nested), page(mine[2:]), page([])])
-    assert script.returns() == {"t1": mine}
+    with Scratch(tmp_path) as scratch:
+        script = Script(inventory.take_inventory(core, scratch, with_objects=False))
+        script.expect([IndexRequest] * 4, [page(mine[:2]), page(nested), page(mine[2:]), page([])])
+        assert script.returns() == 1
+        [items] = list(scratch.threads())
+    assert sorted(i["sk"]["S"] for i in items) == sorted(i["sk"]["S"] for i in mine)
 
 
 def test_a_summary_says_activity_step_interrupt_and_sizes() -> None:
     items = thread_items("t1", interrupted=True)
-    summary = inventory.summarize(items)
+    summary = inventory.summarize(LAYOUT, items)
     assert summary.thread_id == "t1" and summary.checkpoints == 2
     assert summary.latest_checkpoint_id == CID2 and summary.step == 0
     assert summary.interrupted and summary.namespaces == [""]
     assert summary.last_activity_ms == int(T0 * 1000)
     assert summary.index_bytes == sum(len(i["b"]["B"]) for i in items if "b" in i)
-    assert not inventory.summarize(thread_items("t2")).interrupted
+    assert not inventory.summarize(LAYOUT, thread_items("t2")).interrupted
+
+
+def test_a_thread_with_only_writes_is_named_from_its_partition_key() -> None:
+    core = make_core(prefix="app")
+    writes = store_writes(config("user@x", CID1), [("a", 1)], "task", core=core).item
+    assert inventory.thread_id_of(core.layout, [writes]) == "user@x"
 
 
 def test_activity_without_a_head_comes_from_the_newest_item() -> None:
@@ -63,19 +80,43 @@ def test_activity_without_a_head_comes_from_the_newest_item() -> None:
     assert inventory.waiting_on_interrupt([]) is False
 
 
-def test_summaries_add_object_sizes_per_thread_and_sort_by_activity() -> None:
+def test_summaries_add_object_sizes_per_thread(tmp_path: Path) -> None:
     core = make_core()
     old = [{**i, "at": {"N": "1"}} if "at" in i else i for i in thread_items("old")]
-    script = Script(inventory.thread_summaries(core))
-    script.expect([Ddb] * 4, [page(thread_items("new")), page(old), page([]), page([])])
-    listing = ListPage(
-        [("new/b/aa", 0.0, 10), ("new/c/~/x.y", 0.0, 5), (".gc/state", 0.0, 3)], None
-    )
-    script.expect(S3List(""), listing)
-    found = script.returns()
-    assert [t.thread_id for t in found] == ["new", "old"]
-    assert (found[0].objects, found[0].object_bytes) == (2, 15)
-    assert (found[1].objects, found[1].object_bytes) == (0, 0)
+    with Scratch(tmp_path) as scratch:
+        script = Script(inventory.take_inventory(core, scratch))
+        script.expect(
+            [IndexRequest] * 4, [page(thread_items("new")), page(old), page([]), page([])]
+        )
+        first = ListPage([("new/b/aa", 0.0, 10), ("new/c/~/x.y", 0.0, 5)], "more")
+        script.expect(S3List(""), first)
+        script.expect(S3List("", "more"), ListPage([(".gc/state", 0.0, 3)], None))
+        assert script.returns() == 2
+        found = {t.thread_id: t for t in inventory.summaries(core, scratch)}
+    assert (found["new"].objects, found["new"].object_bytes) == (2, 15)
+    assert (found["old"].objects, found["old"].object_bytes) == (0, 0)
+    assert found["new"].last_activity_ms > found["old"].last_activity_ms
+
+
+def test_thread_figures_read_every_object_and_body_once() -> None:
+    core = make_core(index_inline_limit=0)  # bodies in S3
+    big = os.urandom(40_000).hex()
+    first = store(config("t1"), checkpoint(CID1, {"a": big}), core=core)
+    small = make_core()  # a second checkpoint whose body stays in the index
+    second = store(config("t1", CID1), checkpoint(CID2, {"a": 1}), core=small)
+    objects = first.objects
+    script = Script(inventory.thread_figures(core, "t1"))
+    listing = [(k, 0.0, len(v)) for k, v in sorted(objects.items())] + [("t1/x", 0.0, 1)]
+    script.expect(S3List("t1/"), ListPage(listing, None))
+    script.expect(IndexRequest, page([first.item, second.item, second.head]))
+    script.expect([S3Get] * len(objects), [objects[k] for k in sorted(objects)])
+    figures = script.returns()
+    blobs = [k for k in objects if "/b/" in k]
+    assert figures["checkpoints"] == 2 and figures["checkpoint_bodies_in_index"] == 1
+    assert figures["s3_objects"] == len(objects) and figures["index_items"] == 3
+    assert figures["blobs"] == len(blobs) and figures["blob_references"] == len(blobs)
+    assert figures["bytes_stored"] == sum(map(len, objects.values())) + len(second.item["b"]["B"])
+    assert figures["compression_ratio"] > 1
 
 
 def test_a_step_that_is_not_a_number_is_unknown() -> None:

@@ -117,13 +117,13 @@ def test_an_envelope_is_read_verified_and_cached() -> None:
     script = Script(objects.read_envelope(core, stored.row))
     script.expect([S3Get(key)], [stored.objects[key]])
     env = script.returns()
-    assert (env["th"], env["id"], env["_key"]) == ("t1", "c01", key)
-    assert Script(objects.read_envelope(core, stored.row)).returns()["id"] == "c01"
+    assert (env.thread_id, env.checkpoint_id, env.key) == ("t1", "c01", key)
+    assert Script(objects.read_envelope(core, stored.row)).returns().checkpoint_id == "c01"
 
 
 def test_an_envelope_in_the_index_item_needs_no_read() -> None:
     stored = store(config(), checkpoint("c01", {"x": 1}))
-    assert Script(objects.read_envelope(make_core(), stored.row)).returns()["id"] == "c01"
+    assert Script(objects.read_envelope(make_core(), stored.row)).returns().checkpoint_id == "c01"
 
 
 def test_a_checkpoint_object_that_is_missing_altered_or_misplaced_is_refused() -> None:
@@ -153,7 +153,7 @@ def test_write_blobs_must_load_but_prefetched_value_blobs_may_fail() -> None:
     into: dict[str, bytes] = {}
     script = Script(objects.read_envelopes(core, [stored.row], [needed], [hint], into))
     script.expect([S3Get(key), S3Get(needed), S3Get(hint)], [body, needed_body, None])
-    assert [e["id"] for e in script.returns()] == ["c01"]
+    assert [e.checkpoint_id for e in script.returns()] == ["c01"]
     assert into == {needed: b"write"}
 
     script = Script(objects.read_envelopes(make_core(), [stored.row], [needed], [hint], {}))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import pytest
 
-from langgraph_s3.operations import Ddb, DdbFailure, S3Get, perform, perform_all, response
+from langgraph_s3.core.index import GetItem, Query
+from langgraph_s3.operations import IndexRequest, S3Get, S3Put, perform, perform_all
 from tests.core.script import Script
 
 
@@ -21,12 +24,20 @@ def test_perform_all_yields_one_batch_and_nothing_for_no_requests() -> None:
     assert Script(perform_all([])).returns() == []
 
 
-def test_response_passes_a_response_and_refuses_a_failure() -> None:
-    assert response({"Items": []}) == {"Items": []}
-    with pytest.raises(AssertionError):
-        response(DdbFailure("ConditionalCheckFailedException", {}))
+def test_an_index_request_names_its_call_and_expects_no_error_unless_it_says() -> None:
+    get = GetItem("t", "p", "s", ("d",))
+    assert (get.method, get.params) == get.call()
+    assert get.expect == frozenset()
+    bare = IndexRequest[None]()
+    with pytest.raises(NotImplementedError):
+        bare.call()
+    with pytest.raises(NotImplementedError):
+        bare.result({})
+    with pytest.raises(NotImplementedError, match="X"):
+        bare.refused("X", {})
 
 
 def test_requests_compare_by_value_but_not_by_their_futures() -> None:
-    assert Ddb("query", {"a": 1}) == Ddb("query", {"a": 1})
-    assert Ddb("query", {"a": 1}) != Ddb("query", {"a": 1}, expect=frozenset({"X"}))
+    assert Query("t", "p", limit=1) == Query("t", "p", limit=1)
+    assert Query("t", "p", limit=1) != Query("t", "p", limit=2)
+    assert S3Put("k", b"x", done=Future()) == S3Put("k", b"x")

@@ -10,7 +10,8 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from langgraph_s3 import guard
 from langgraph_s3.core import read, schema
-from langgraph_s3.operations import Ddb, S3Get, S3HeadBucket
+from langgraph_s3.core.entries import Inline
+from langgraph_s3.operations import IndexRequest, S3Get, S3HeadBucket
 from tests.core.canned import checkpoint, config, from_bucket, make_core, page, store, store_writes
 from tests.core.script import Script
 
@@ -25,7 +26,7 @@ def found(script: Script[CheckpointTuple | None]) -> CheckpointTuple:
 
 
 def is_query(op: Any) -> bool:
-    return isinstance(op, Ddb) and op.op == "query"
+    return isinstance(op, IndexRequest) and op.method == "query"
 
 
 def test_the_latest_checkpoint_is_one_query_checked_beside_the_bucket() -> None:
@@ -93,7 +94,9 @@ def test_touch_on_read_records_the_read_on_the_head() -> None:
     core.bucket_checked = True
     script = Script(read.get_tuple(core, config()))
     script.expect(is_query, page([stored.item]))
-    touch = script.expect(lambda op: isinstance(op, Ddb) and op.op == "update_item", {})
+    touch = script.expect(
+        lambda op: isinstance(op, IndexRequest) and op.method == "update_item", True
+    )
     assert touch.params["Key"] == {schema.PK: schema.s("t1"), schema.SK: schema.s("h#~")}
     assert "ConditionalCheckFailedException" in touch.expect  # a deleted head is no error
     assert found(script).checkpoint["id"] == "c02"
@@ -173,4 +176,4 @@ def test_load_of_nothing_reads_nothing() -> None:
 
 def test_sorted_writes_keeps_only_the_channels_asked_for() -> None:
     w = schema.parse_writes(store_writes(config(cid="c1"), [("a", 1), ("b", 2)], "t").item)
-    assert [(c, e[0]) for _, c, e, _ in read.sorted_writes([w], {"b"})] == [("b", "i")]
+    assert [(c, type(e)) for _, c, e, _ in read.sorted_writes([w], {"b"})] == [("b", Inline)]

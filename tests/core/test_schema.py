@@ -1,4 +1,5 @@
-"""Unit tests of ``core.schema``: the index items and the requests that write them."""
+"""Unit tests of ``core.schema``: the index items (the requests that read and write
+them are tested in ``test_index``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pytest
 
 from langgraph_s3 import codec
 from langgraph_s3.core import schema
-from langgraph_s3.operations import DdbFailure
 from tests.core.canned import checkpoint, config, make_core, store, store_writes
 
 
@@ -72,60 +72,15 @@ def test_record_attributes_name_write_indexes_both_ways() -> None:
     assert [schema.record_index(n) for n in ("w", "wx", "pk", "x1", "tid")] == [None] * 5
 
 
-def test_a_transaction_names_each_cancellation_reason_by_role() -> None:
-    txn = schema.Transaction((("put", {"Put": {}}), ("head", {"Update": {}}), ("owner", {})), "tok")
-    assert txn.request() == {
-        "TransactItems": [{"Put": {}}, {"Update": {}}, {}],
-        "ClientRequestToken": "tok",
-    }
-    failure = DdbFailure(
-        "TransactionCanceledException",
-        {
-            "CancellationReasons": [
-                {"Code": "None"},
-                {"Code": "ConditionalCheckFailed", "Item": 1},
-                {"Code": "ConditionalCheckFailed"},
-            ]
-        },
-    )
-    assert txn.failed_checks(failure) == {
-        "head": {"Code": "ConditionalCheckFailed", "Item": 1},
-        "owner": {"Code": "ConditionalCheckFailed"},
-    }
-    assert schema.Transaction.codes(failure) == [
-        "None",
-        "ConditionalCheckFailed",
-        "ConditionalCheckFailed",
-    ]
-    assert schema.Transaction.codes(DdbFailure("X", {})) == []
-    smaller = txn.without("head", None)
-    assert smaller.request() == {"TransactItems": [{"Put": {}}, {}]}
-
-
-def test_writes_updates_split_only_beyond_the_expression_budget() -> None:
-    key = {schema.PK: schema.s("t1"), schema.SK: schema.s("c#~#c1#w#t")}
-    base = {"tid": schema.s("t"), "tp": schema.s(""), "cid": schema.s("c1"), "at": schema.n(1)}
-    packed = {i: b"r%d" % i for i in range(-2, 10)}
-    [one] = schema.writes_updates("t", key, base, packed, budget=10_000)
-    assert (
-        "m2 = :m2" in one["UpdateExpression"]
-        and "w9 = if_not_exists(w9, :w9)" in one["UpdateExpression"]
-    )
-    several = schema.writes_updates("t", key, base, packed, budget=60)
-    assert len(several) > 1
-    names = [schema.record_index(p[1:]) for u in several for p in u["ExpressionAttributeValues"]]
-    assert sorted(i for i in names if i is not None) == sorted(packed)
-    assert all(u["ExpressionAttributeValues"][":tid"] == schema.s("t") for u in several)
-
-
-def test_the_table_definition_has_the_run_index() -> None:
-    table = schema.table_definition("t")
-    assert table["TableName"] == "t"
-    assert [g["IndexName"] for g in table["GlobalSecondaryIndexes"]] == [schema.GSI_RUN]
-
-
 def test_values_and_keys() -> None:
     assert (schema.s("a"), schema.n(1.5), schema.b(b"x")) == ({"S": "a"}, {"N": "1.5"}, {"B": b"x"})
     assert schema.text({"a": {"S": "v"}}, "a") == "v" and schema.text({}, "a") is None
     items = [{schema.PK: 1, schema.SK: 2, "other": 3}]
     assert schema.keys_of(items) == [{schema.PK: 1, schema.SK: 2}]
+
+
+def test_an_items_partition_key_and_write_time() -> None:
+    item = store(config(thread_id="t9"), checkpoint("c1", {"x": 1})).item
+    assert schema.pk_of(item) == "t9"
+    assert schema.written_ms(item) == int(item[schema.AT]["N"]) > 0
+    assert schema.written_ms({schema.PK: schema.s("t9")}) == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -50,14 +49,6 @@ def test_a_replica_is_a_saver_outside_the_home_region() -> None:
     cross = CrossRegion("us-east-1")
     assert make_core(region_name="eu-west-1", cross_region=cross).is_replica
     assert not make_core(region_name="us-east-1", cross_region=cross).is_replica
-
-
-def test_the_request_region_is_the_configured_one_else_the_clients() -> None:
-    assert make_core(region_name="eu-west-1").request_region() == "eu-west-1"
-    core = make_core()
-    assert core.request_region() is None
-    core._ddb = SimpleNamespace(meta=SimpleNamespace(region_name="ap-south-1"))  # type: ignore[attr-defined]
-    assert core.request_region() == "ap-south-1"
 
 
 def test_versions_count_up_with_a_random_tail() -> None:

@@ -12,7 +12,7 @@ from langgraph_s3 import codec
 from langgraph_s3.core import schema, threads
 from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
 from langgraph_s3.operations import (
-    Ddb,
+    IndexRequest,
     ListPage,
     S3Copy,
     S3Delete,
@@ -36,14 +36,14 @@ BIG = os.urandom(12_000).hex()
 
 
 def ddb(name: str) -> Any:
-    return lambda op: isinstance(op, Ddb) and op.op == name
+    return lambda op: isinstance(op, IndexRequest) and op.method == name
 
 
 def batch_writes(n: int) -> list[Any]:
     return [ddb("batch_write_item")] * n
 
 
-def requests(batch: list[Ddb], kind: str) -> list[Any]:
+def requests(batch: list[IndexRequest[Any]], kind: str) -> list[Any]:
     """The items (PutRequest) or keys (DeleteRequest) of a batch of batch writes."""
     field = "Item" if kind == "PutRequest" else "Key"
     return [r[kind][field] for op in batch for r in op.params["RequestItems"]["t"]]
@@ -63,7 +63,7 @@ def test_delete_thread_removes_items_then_its_own_objects_and_forgets_it() -> No
     script = Script(threads.delete_thread(core, "t1"))
     query = script.expect(ddb("query"), page(keys(c1, w1)))
     assert query.params["ProjectionExpression"] == "pk, sk"
-    [delete] = script.expect(batch_writes(1), [{}])
+    [delete] = script.expect(batch_writes(1), [[]])
     assert requests([delete], "DeleteRequest") == keys(c1, w1)
     listed = [(blob, 1.0, 10), ("t1/nested/t9/b/" + "cd" * 32, 1.0, 10)]
     script.expect(S3List("t1/"), ListPage(listed, None))
@@ -97,11 +97,11 @@ def test_delete_for_runs_drops_the_runs_checkpoints_writes_objects_and_heads() -
     assert gsi.params["ExpressionAttributeValues"] == {":r": schema.s("r1")}
     reads = script.expect([ddb("query"), ddb("query")], [page([c1.item, w1.item]), page([c2.item])])
     assert reads[0].params["ExpressionAttributeValues"][":hi"] == schema.s("c#~#c1#x")
-    [delete] = script.expect(batch_writes(1), [{}])
+    [delete] = script.expect(batch_writes(1), [[]])
     assert requests([delete], "DeleteRequest") == keys(c1, w1, c2)
     [objects] = script.expect([S3Delete], [None])
     assert objects.keys == tuple(c1.objects)  # c2's body was in its item
-    [head] = script.expect([ddb("delete_item")], [None])
+    [head] = script.expect([ddb("delete_item")], [True])
     assert head.params["Key"] == {schema.PK: schema.s("t1"), schema.SK: schema.s("h#~")}
     assert head.params["ConditionExpression"] == "#c IN (:c0, :c1)"
     assert "ConditionalCheckFailedException" in head.expect  # the head moved on: keep it
@@ -124,8 +124,8 @@ def test_delete_for_runs_ignores_threads_of_a_nested_prefix() -> None:
 def test_heads_are_deleted_in_conditions_of_at_most_100_ids() -> None:
     rows = [store(config(), checkpoint(f"c{i:03}", {"x": i})).row for i in range(150)]
     script = Script(threads.drop_checkpoints(make_core(), rows, [r.item for r in rows]))
-    script.expect(batch_writes(6), [{}] * 6)
-    heads = script.expect([ddb("delete_item")] * 2, [None, None])
+    script.expect(batch_writes(6), [[]] * 6)
+    heads = script.expect([ddb("delete_item")] * 2, [True, False])
     assert [len(h.params["ExpressionAttributeValues"]) for h in heads] == [100, 50]
     script.returns()
 
@@ -171,9 +171,9 @@ def test_copy_thread_copies_blobs_rewrites_bodies_then_writes_items_and_heads() 
     [get] = script.expect([S3Get], [from_bucket(bucket)(script.pending[0])])
     assert "/c/" in get.key
     [put] = script.expect([S3Put], [None])
-    writes_batch = script.expect(batch_writes(1), [{}])
-    checkpoints_batch = script.expect(batch_writes(1), [{}])
-    heads_batch = script.expect(batch_writes(1), [{}])
+    writes_batch = script.expect(batch_writes(1), [[]])
+    checkpoints_batch = script.expect(batch_writes(1), [[]])
+    heads_batch = script.expect(batch_writes(1), [[]])
     script.returns()
 
     [w] = requests(writes_batch, "PutRequest")
@@ -212,11 +212,11 @@ def test_prune_keep_latest_keeps_each_namespaces_latest_and_unlinks_its_parent()
     s1 = store(config(ns="sub"), checkpoint("s1", {"y": 1}))
     script = Script(threads.prune(make_core(), ["t1"], "keep_latest"))
     script.expect(ddb("query"), page([c1.item, w1.item, c2.item, c2.head, s1.item]))
-    [delete] = script.expect(batch_writes(1), [{}])
+    [delete] = script.expect(batch_writes(1), [[]])
     assert requests([delete], "DeleteRequest") == keys(c1, w1)
-    [head] = script.expect([ddb("delete_item")], [None])  # only if it still names c1
+    [head] = script.expect([ddb("delete_item")], [True])  # only if it still names c1
     assert head.params["ExpressionAttributeValues"] == {":c0": schema.s("c1")}
-    [unlink] = script.expect([ddb("update_item")], [None])
+    [unlink] = script.expect([ddb("update_item")], [True])
     assert unlink.params["Key"] == {schema.PK: c2.item[schema.PK], schema.SK: c2.item[schema.SK]}
     assert unlink.params["UpdateExpression"] == "REMOVE #p"
     assert unlink.params["ExpressionAttributeValues"] == {":p": schema.s("c1")}

@@ -10,8 +10,9 @@ import pytest
 
 from langgraph_s3 import codec
 from langgraph_s3.core import schema, writes
+from langgraph_s3.core.index import TXN_CANCELLED
 from langgraph_s3.errors import InvalidConfigError, S3SaverError, ThreadOwnedElsewhereError
-from langgraph_s3.operations import Ddb, DdbFailure, S3Put
+from langgraph_s3.operations import IndexRequest, S3Put
 from langgraph_s3.regions import CrossRegion
 from tests.core.canned import config, make_core, store_writes
 from tests.core.script import Script
@@ -30,12 +31,12 @@ def records(update: dict[str, Any]) -> dict[str, list[Any]]:
 
 
 def is_update(op: Any) -> bool:
-    return isinstance(op, Ddb) and op.op == "update_item"
+    return isinstance(op, IndexRequest) and op.method == "update_item"
 
 
 def test_a_tasks_writes_are_one_update_of_its_item() -> None:
     script = Script(writes.put_writes(make_core(), AT_C1, [("a", 1), ("b", "two")], "task-1", "~0"))
-    update = script.expect(is_update, {})
+    update = script.expect(is_update, None)
     script.returns()
     assert update.params["Key"] == {
         schema.PK: schema.s("t1"),
@@ -60,7 +61,7 @@ def test_special_writes_have_fixed_slots_and_are_replaced() -> None:
     assert set(item) >= {"m1", "w1"} and "w0" not in item and "w2" not in item
     assert codec.unpack_record(item["m1"]["B"], key="k")[1][2] == b"\xa6second"
     update = Script(writes.put_writes(make_core(), AT_C1, [(INTERRUPT, "x")], "t"))
-    assert "m3 = :m3" in update.expect(is_update, {}).params["UpdateExpression"]
+    assert "m3 = :m3" in update.expect(is_update, None).params["UpdateExpression"]
 
 
 def test_a_large_value_is_uploaded_as_blobs_before_the_item_names_it() -> None:
@@ -68,7 +69,7 @@ def test_a_large_value_is_uploaded_as_blobs_before_the_item_names_it() -> None:
     script = Script(writes.put_writes(make_core(), AT_C1, [("doc", big)], "t"))
     batch = script.expect(lambda ops: isinstance(ops, list), [None] * len(script.pending))
     assert batch and all(isinstance(op, S3Put) and "/b/" in op.key for op in batch)
-    update = script.expect(is_update, {})
+    update = script.expect(is_update, None)
     script.returns()
     entry = records(update.params)["w0"][1]
     assert entry[0] == "r"
@@ -87,7 +88,7 @@ def test_writes_too_large_together_for_one_item_move_to_blobs_largest_first() ->
     script.expect(
         lambda ops: all(isinstance(op, S3Put) for op in ops), [None] * len(script.pending)
     )
-    update = script.expect(is_update, {})
+    update = script.expect(is_update, None)
     script.returns()
     recs = records(update.params)
     moved = sorted(int(attr[1:]) for attr, (_, entry) in recs.items() if entry[0] == "r")
@@ -101,7 +102,7 @@ def test_many_writes_split_into_updates_under_the_expression_limit() -> None:
     script = Script(writes.put_writes(make_core(), AT_C1, many, "t", "~path"))
     updates = []
     while script.pending is not None:
-        updates.append(script.expect(is_update, {}))
+        updates.append(script.expect(is_update, None))
     script.returns()
     assert len(updates) > 1
     assert all(len(u.params["UpdateExpression"]) <= 4096 for u in updates)
@@ -139,12 +140,12 @@ def replica() -> Any:
 
 
 def is_txn(op: Any) -> bool:
-    return isinstance(op, Ddb) and op.op == "transact_write_items"
+    return isinstance(op, IndexRequest) and op.method == "transact_write_items"
 
 
 def test_across_regions_the_writes_and_the_ownership_check_are_one_transaction() -> None:
     script = Script(writes.put_writes(replica(), AT_C1, [("a", 1)], "t"))
-    txn = script.expect(is_txn, {})
+    txn = script.expect(is_txn, None)
     script.returns()
     parts = txn.params["TransactItems"]
     assert [next(iter(p)) for p in parts] == ["Update", "ConditionCheck"]
@@ -155,12 +156,12 @@ def test_writes_in_a_region_that_does_not_own_the_thread_are_refused() -> None:
     script = Script(writes.put_writes(replica(), AT_C1, [("a", 1)], "t"))
     owner = {"Code": "ConditionalCheckFailed", "Item": {schema.REGION: schema.s("ap-south-1")}}
     reasons = {"CancellationReasons": [{"Code": "None"}, owner]}
-    script.expect(is_txn, DdbFailure("TransactionCanceledException", reasons))
+    script.expect(is_txn, script.pending.refused(TXN_CANCELLED, reasons))
     assert script.raises(ThreadOwnedElsewhereError).owner == "ap-south-1"
 
 
 def test_writes_cancelled_for_another_reason_are_an_error() -> None:
     script = Script(writes.put_writes(replica(), AT_C1, [("a", 1)], "t"))
     reasons = {"CancellationReasons": [{"Code": "ValidationError"}, {"Code": "None"}]}
-    script.expect(is_txn, DdbFailure("TransactionCanceledException", reasons))
+    script.expect(is_txn, script.pending.refused(TXN_CANCELLED, reasons))
     assert "ValidationError" in str(script.raises(S3SaverError))

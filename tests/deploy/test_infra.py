@@ -657,8 +657,9 @@ class Recorder:
     local: threading.local = field(default_factory=threading.local)
 
     def _caller(self) -> str:
+        # The outermost method: list() and the collector reach AWS through run/iterate.
         stack = getattr(self.local, "stack", None)
-        return stack[-1] if stack else "(a saver's worker thread)"
+        return stack[0] if stack else "(a saver's worker thread)"
 
     def attach(self, client: Any) -> None:
         service = client.meta.service_model.service_name

@@ -368,7 +368,7 @@ from langgraph_s3.local import local_endpoint
 async def main(url):
     async with AsyncS3Saver("bkt", "tbl", endpoint_url=url, region_name="us-east-1") as saver:
         await saver.setup()
-        s3, ddb = await saver._clients()
+        s3, ddb = await saver.clients()
 
         async def delay(**_):
             await asyncio.sleep(0.05)  # a slower network, awaited: it never blocks the loop

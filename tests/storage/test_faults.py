@@ -107,7 +107,7 @@ async def test_injected_faults_mean_what_they_say_async(server_backend: Backend,
     injector = Injector(target=1, kind=kind, retries=False)
     key = f"probe-async-{kind}"
     async with async_saver(server_backend, client_config(False), injector) as saver:
-        s3, _ = await saver._clients()
+        s3, _ = await saver.clients()
         with pytest.raises(EndpointConnectionError if kind == "refused" else ReadTimeoutError):
             await s3.put_object(Bucket=server_backend.bucket, Key=key, Body=b"x")
     assert injector.fired == "s3.PutObject"

@@ -58,9 +58,9 @@ def test_close_closes_only_the_clients_the_saver_created(inproc_backend: Backend
 
 async def test_async_clients_take_the_config_and_user_agent(server_backend: Backend) -> None:
     async with server_backend.async_saver(boto_config=Config(read_timeout=9)) as saver:
-        s3, ddb = await saver._clients()
+        s3, ddb = await saver.clients()
         assert s3.meta.config.read_timeout == 9 and ddb.meta.config.read_timeout == 9
         agents = _user_agents(ddb)
         assert await saver.aget_tuple(CONFIG) is None
         assert agents and all(f"langgraph-s3/{__version__}" in a for a in agents)
-    assert saver._s3 is None and saver._ddb is None  # closed and forgotten
+    assert not any(saver._clients.by_name.values())  # closed and forgotten

@@ -152,7 +152,7 @@ async def test_a_waiter_whose_uploader_failed_uploads_itself_async(
             {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
             empty_checkpoint(), {"step": -1}, {},
         )  # fmt: skip
-        s3, _ = await saver._clients()
+        s3, _ = await saver.clients()
         a_sending, b_parked, a_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
         calls: list[str] = []
 

@@ -18,8 +18,9 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
+from langgraph_s3.core.collect import _OBJECT_KEY
+from langgraph_s3.core.schema import OWNER_SK
 from langgraph_s3.errors import InvalidConfigError
-from langgraph_s3.gc import _OBJECT_KEY
 from langgraph_s3.keys import Layout, check_checkpoint_id, encode_segment, normalize_prefix
 
 SETTINGS = settings(max_examples=100, deadline=None, derandomize=True, database=None)
@@ -261,8 +262,23 @@ def test_namespace_prefix_selects_exactly_its_namespace(
         Layout.head_sk(b),
     ):
         assert not sk.startswith(pre), (pre, sk)
-    assert not Layout.head_sk(a).startswith("c#")
+    assert not Layout.head_sk(a).startswith(Layout.checkpoints_sk_prefix())
     assert Layout.head_sk(a) != Layout.head_sk(b)
+
+
+@SETTINGS
+@given(ids, cids, ids)
+def test_sort_key_helpers_agree_with_the_sort_keys(ns: str, cid: str, task: str) -> None:
+    """``checkpoints_sk_prefix`` begins every checkpoint and writes item (``list`` over
+    all namespaces) and no head; ``is_head_sk`` tells heads apart; ``writes_upper_of``
+    a checkpoint item's sort key is ``writes_upper_sk`` (delete by run)."""
+    every = Layout.checkpoints_sk_prefix()
+    checkpoint, writes = Layout.checkpoint_sk(ns, cid), Layout.writes_sk(ns, cid, task)
+    assert checkpoint.startswith(every) and writes.startswith(every)
+    assert Layout.ns_prefix_sk(ns).startswith(every)
+    assert not Layout.head_sk(ns).startswith(every) and Layout.is_head_sk(Layout.head_sk(ns))
+    assert not any(Layout.is_head_sk(sk) for sk in (checkpoint, writes, OWNER_SK))
+    assert Layout.writes_upper_of(checkpoint) == Layout.writes_upper_sk(ns, cid)
 
 
 @st.composite

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoRegionError
 
+from langgraph_s3.core.index import Cancelled, DeleteHead, Query, TableStatus, Transact, key
 from langgraph_s3.errors import (
     AccessDeniedError,
     CredentialsError,
@@ -19,8 +20,6 @@ from langgraph_s3.errors import (
 )
 from langgraph_s3.operations import (
     CreateBucket,
-    Ddb,
-    DdbFailure,
     ListPage,
     S3Copy,
     S3Delete,
@@ -72,7 +71,20 @@ def client_error(code: str, operation: str = "GetItem") -> ClientError:
                 {"Bucket": "b", "CreateBucketConfiguration": {"LocationConstraint": "eu-west-1"}},
             ),
         ),
-        (Ddb("query", {"TableName": "t"}), (DYNAMODB, "query", {"TableName": "t"})),
+        (TableStatus("t"), (DYNAMODB, "describe_table", {"TableName": "t"})),
+        (
+            Query("t", "p", limit=1, consistent=False),
+            (
+                DYNAMODB,
+                "query",
+                {
+                    "TableName": "t",
+                    "KeyConditionExpression": "pk = :pk",
+                    "ExpressionAttributeValues": {":pk": {"S": "p"}},
+                    "Limit": 1,
+                },
+            ),
+        ),
     ],
 )
 def test_each_operation_is_one_boto_call(op: Any, spec: tuple[str, str, dict[str, Any]]) -> None:
@@ -101,9 +113,8 @@ def test_a_listing_page_and_a_partial_delete() -> None:
 def test_answers_a_flow_handles_itself_are_results() -> None:
     where = {"bucket": "b", "table": "t", "region": "eu-west-1"}
     assert failed(S3Get("k"), client_error("NoSuchKey", "GetObject"), **where) is None
-    expected = Ddb("put_item", {}, expect=frozenset({"ConditionalCheckFailedException"}))
-    result = failed(expected, client_error("ConditionalCheckFailedException"), **where)
-    assert isinstance(result, DdbFailure) and result.code == "ConditionalCheckFailedException"
+    head = DeleteHead("t", "p", "h#~", ("c1",))
+    assert failed(head, client_error("ConditionalCheckFailedException"), **where) is False
     assert failed(CreateBucket(None), client_error("BucketAlreadyOwnedByYou"), **where) is None
     with pytest.raises(
         StorageNotFoundError, match="bucket 'b' does not exist in region 'eu-west-1'"
@@ -136,6 +147,38 @@ def test_aws_errors_become_typed_errors_saying_what_to_do(
 def test_an_unknown_aws_error_is_left_as_it_is() -> None:
     original = client_error("InternalError")
     assert translate(original, bucket="b", table="t") is original
+
+
+def test_an_index_request_decodes_its_answer_and_its_expected_refusals() -> None:
+    """The transport maps an index request through its own ``call``, ``result`` and
+    ``refused``; a code the request does not expect is our translated error."""
+    where = {"bucket": "b", "table": "t", "region": "eu-west-1"}
+    txn = Transact((("head", {"Update": {"TableName": "t"}}),), token="tok")
+    assert call_spec(txn, "b", None) == (
+        DYNAMODB,
+        "transact_write_items",
+        {"TransactItems": [{"Update": {"TableName": "t"}}], "ClientRequestToken": "tok"},
+    )
+    assert finish(txn, {}) is None
+    reasons = [{"Code": "ConditionalCheckFailed", "Item": {"c": {"S": "c9"}}}]
+    error = ClientError(
+        {"Error": {"Code": "TransactionCanceledException"}, "CancellationReasons": reasons},
+        "TransactWriteItems",
+    )
+    assert failed(txn, error, **where) == Cancelled(
+        "TransactionCanceledException", ("head",), tuple(reasons)
+    )
+    page = finish(Query("t", "p"), {"Items": [key("p", "s")], "LastEvaluatedKey": key("p", "s")})
+    assert (page.items, page.last) == ([key("p", "s")], key("p", "s"))
+    with pytest.raises(AccessDeniedError) as denied:
+        failed(txn, client_error("AccessDeniedException", "TransactWriteItems"), **where)
+    assert isinstance(denied.value.__cause__, ClientError)
+    with pytest.raises(StorageNotFoundError, match="table 't'"):
+        failed(Query("t", "p"), client_error("ResourceNotFoundException", "Query"), **where)
+    untranslated = client_error("ValidationException", "Query")
+    with pytest.raises(ClientError) as raised:
+        failed(Query("t", "p"), untranslated, **where)
+    assert raised.value is untranslated
 
 
 def test_transport_failures_become_typed_errors() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -20,6 +23,8 @@ from langgraph_s3.cli.common import (
     progress,
     saver,
 )
+from langgraph_s3.core.inventory import ThreadSummary, summaries
+from langgraph_s3.core.scratch import Scratch
 from langgraph_s3.errors import ObjectError
 
 #: Storage prices (us-east-1, 2026-11-21) the estimate uses: S3 Standard and DynamoDB
@@ -55,19 +60,22 @@ def threads(
 
     Example: langgraph-s3 --url s3://my-bucket/agents/?table=checkpoints threads --interrupted
     """
-    from langgraph_s3.core.inventory import thread_summaries
     from langgraph_s3.gc import parse_duration
 
     idle = parse_duration(idle_for) if idle_for else None
-    with saver(ctx) as s:
-        found = s.run(thread_summaries(s))
     now_ms = time.time() * 1000
-    found = [
-        t
-        for t in found
-        if (not interrupted or t.interrupted)
-        and (idle is None or now_ms - t.last_activity_ms >= idle * 1000)
-    ][:limit]
+    with inventory(ctx) as (s, scratch):
+        # Only the newest `limit` are kept: memory does not grow with the table.
+        found = heapq.nlargest(
+            limit,
+            (
+                t
+                for t in summaries(s, scratch)
+                if (not interrupted or t.interrupted)
+                and (idle is None or now_ms - t.last_activity_ms >= idle * 1000)
+            ),
+            key=lambda t: t.last_activity_ms,
+        )
     if json_:
         print_json([asdict(t) for t in found])
         return
@@ -82,6 +90,16 @@ def threads(
             str(t.object_bytes + t.index_bytes),
         )
     out.print(table)
+
+
+@contextmanager
+def inventory(ctx: typer.Context) -> Iterator[tuple[Any, Scratch]]:
+    """A saver, and a scratch file holding every thread's index items and folder sizes."""
+    from langgraph_s3.core.inventory import take_inventory
+
+    with saver(ctx) as s, Scratch() as scratch:
+        s.run(take_inventory(s, scratch))
+        yield s, scratch
 
 
 def _config(thread: str, checkpoint: str | None = None, ns: str = "") -> dict[str, Any]:
@@ -228,7 +246,7 @@ def diff(
         out.print("no channel changed")
 
 
-#: Figures ``stats`` measures by reading objects back (``demo.storage_figures``).
+#: Figures ``stats`` measures by reading objects back (``inventory.thread_figures``).
 _MEASURED = ("bytes_uncompressed", "bytes_stored", "blobs", "blob_references",
              "blob_writes_saved_by_dedup")  # fmt: skip
 
@@ -248,17 +266,13 @@ def stats(
 
     Example: langgraph-s3 stats --measure --json
     """
-    from langgraph_s3.core.inventory import thread_summaries
-
-    with saver(ctx) as s:
-        found = s.run(thread_summaries(s))
-    if thread is not None:
-        found = [t for t in found if t.thread_id == thread]
-        if not found:
+    with inventory(ctx) as (s, scratch):
+        found = (t for t in summaries(s, scratch) if thread is None or t.thread_id == thread)
+        figures, measured = _cost_figures(found)
+        if thread is not None and not measured:
             fail(NOT_OK, f"thread {thread!r} has no checkpoints")
-    figures = _cost_figures(found)
-    if thread is not None or measure:
-        figures.update(_measured_figures(ctx, [t.thread_id for t in found]))
+        if thread is not None or measure:
+            figures.update(_measured_figures(s, measured))
     if json_:
         print_json(figures)
         return
@@ -270,16 +284,21 @@ def stats(
     out.print(f"prices: S3 ${S3_GB_MONTH}/GB-month, DynamoDB ${DDB_GB_MONTH}/GB-month (us-east-1)")
 
 
-def _cost_figures(found: list[Any]) -> dict[str, Any]:
-    """Counts, bytes and the monthly storage cost of threads, from their summaries."""
-    object_bytes = sum(t.object_bytes for t in found)
-    index_bytes = sum(t.index_bytes for t in found) + DDB_ITEM_OVERHEAD * sum(
-        t.checkpoints for t in found
-    )
-    return {
-        "threads": len(found),
-        "checkpoints": sum(t.checkpoints for t in found),
-        "objects": sum(t.objects for t in found),
+def _cost_figures(found: Iterable[ThreadSummary]) -> tuple[dict[str, Any], list[str]]:
+    """Counts, bytes and the monthly storage cost of threads, from their summaries
+    (read once, one at a time); and the ids of the threads summed."""
+    ids: list[str] = []
+    checkpoints = objects = object_bytes = index_bytes = 0
+    for t in found:
+        ids.append(t.thread_id)
+        checkpoints += t.checkpoints
+        objects += t.objects
+        object_bytes += t.object_bytes
+        index_bytes += t.index_bytes + DDB_ITEM_OVERHEAD * t.checkpoints
+    figures = {
+        "threads": len(ids),
+        "checkpoints": checkpoints,
+        "objects": objects,
         "object_bytes": object_bytes,
         "index_bytes": index_bytes,
         "monthly_storage_usd": round(
@@ -291,16 +310,17 @@ def _cost_figures(found: list[Any]) -> dict[str, Any]:
             "as_of": "2026-11-21",
         },
     }
+    return figures, ids
 
 
-def _measured_figures(ctx: typer.Context, threads: list[str]) -> dict[str, Any]:
+def _measured_figures(s: Any, threads: list[str]) -> dict[str, Any]:
     """Compression and dedup of threads, their objects and bodies read back."""
-    from langgraph_s3.demo import storage_figures
+    from langgraph_s3.core.inventory import thread_figures
 
     totals = dict.fromkeys(_MEASURED, 0)
-    with saver(ctx) as s, progress() as tick:
+    with progress() as tick:
         for done, thread_id in enumerate(threads, 1):
-            measured = storage_figures(s, thread_id)
+            measured = s.run(thread_figures(s, thread_id))
             for key in _MEASURED:
                 totals[key] += measured[key]
             if tick is not None:
@@ -320,14 +340,15 @@ def verify(
     Exits 1 when anything is missing or damaged. Example: langgraph-s3 verify user-42
     """
     from langgraph_s3.core import schema
-    from langgraph_s3.core.index import thread_items
-    from langgraph_s3.core.inventory import scan_threads
+    from langgraph_s3.core.inventory import take_inventory
+    from langgraph_s3.core.paging import thread_items
 
     damaged: list[dict[str, str]] = []
     checked = 0
-    with saver(ctx) as s:
+    with saver(ctx) as s, Scratch() as scratch:
         if thread is None:
-            groups = list(s.run(scan_threads(s)).values())
+            s.run(take_inventory(s, scratch, with_objects=False))
+            groups: Iterable[list[dict[str, Any]]] = scratch.threads()
         else:
             groups = [s.run(thread_items(s, thread))]
         for items in groups:

@@ -35,14 +35,12 @@ from langgraph_s3.core.config import (
     SaverOptions,
     check_options,
 )
-from langgraph_s3.core.history import Emit
 from langgraph_s3.core.state import SaverCore
 
 __all__ = [
     "DEFAULT_INLINE_THRESHOLD",
     "INDEX_INLINE_LIMIT",
     "WRITE_INLINE_THRESHOLD",
-    "Emit",
     "SaverCore",
     "SaverOptions",
     "check_options",

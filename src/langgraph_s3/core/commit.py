@@ -27,8 +27,21 @@ from langgraph.checkpoint.base import (
 from langgraph_s3 import codec, guard
 from langgraph_s3.core import schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
+from langgraph_s3.core.entries import Blobs, Entry, Envelope
+from langgraph_s3.core.index import (
+    IDEMPOTENT_MISMATCH,
+    TXN_CANCELLED,
+    Cancelled,
+    ClaimOwner,
+    GetItem,
+    Part,
+    Transact,
+    head_part,
+    owner_part,
+    put_part,
+)
 from langgraph_s3.core.objects import upload
-from langgraph_s3.core.schema import Transaction, b, n, s
+from langgraph_s3.core.schema import b, n, pk_of, s
 from langgraph_s3.errors import (
     CheckpointConflictError,
     ClockSkewError,
@@ -39,16 +52,7 @@ from langgraph_s3.errors import (
 )
 from langgraph_s3.keys import check_checkpoint_id
 from langgraph_s3.logs import log
-from langgraph_s3.operations import (
-    Ddb,
-    DdbFailure,
-    Flow,
-    S3HeadBucket,
-    S3Put,
-    Sleep,
-    perform,
-    response,
-)
+from langgraph_s3.operations import Flow, S3HeadBucket, S3Put, Sleep, perform
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -57,7 +61,6 @@ if TYPE_CHECKING:
 #: each), so get_tuple fetches them in the same round trip as the object.
 PREFETCH_MAX = 64
 _TXN_RETRIES = 5
-_IDEMPOTENT_MISMATCH = "IdempotentParameterMismatchException"
 
 
 def put(
@@ -82,16 +85,16 @@ def put(
     )
 
     md = get_checkpoint_metadata(config, metadata)
-    envelope = {
-        "f": codec.FORMAT_VERSION,
-        "th": thread_id,
-        "ns": ns,
-        "id": cid,
-        "p": parent_id,
-        "cp": list(values.serialize(core, body_cp, "checkpoint (without values)")),
-        "md": list(values.serialize_metadata(core, md)),
-        "ch": entries,
-    }
+    envelope = Envelope(
+        codec.FORMAT_VERSION,
+        thread_id,
+        ns,
+        cid,
+        parent_id,
+        values.serialize(core, body_cp, "checkpoint (without values)"),
+        values.serialize_metadata(core, md),
+        entries,
+    )
     body = values.frame_body(core, envelope)
     if not values.in_index(core, body):
         body = values.fit_in_index(core, thread_id, ns, envelope, body, uploads, fresh)
@@ -124,14 +127,14 @@ def _encode_channels(
     channel_values: Mapping[str, Any],
     versions: ChannelVersions,
     new_versions: ChannelVersions,
-) -> tuple[dict[str, list[Any]], dict[str, bytes], dict[str, list[Any]]]:
+) -> tuple[dict[str, Entry], dict[str, bytes], dict[str, Entry]]:
     """Value entries by channel, the blobs to upload, and the entries made now.
 
     A channel whose version did not move re-uses the entry cached for its version.
     """
-    entries: dict[str, list[Any]] = {}
+    entries: dict[str, Entry] = {}
     uploads: dict[str, bytes] = {}
-    fresh: dict[str, list[Any]] = {}
+    fresh: dict[str, Entry] = {}
     for name, value in channel_values.items():
         if name not in versions:
             continue  # like InMemorySaver: only versioned channels are stored
@@ -159,7 +162,7 @@ def _checkpoint_item(
     core: SaverCore,
     ids: tuple[str, str, str, str | None],
     body: bytes,
-    entries: Mapping[str, list[Any]],
+    entries: Mapping[str, Entry],
     unstored: list[str],
     md: Mapping[str, Any],
 ) -> dict[str, Any]:
@@ -181,7 +184,9 @@ def _checkpoint_item(
     if values.in_index(core, body):
         item[schema.BODY] = b(body)
     else:
-        refs = list(dict.fromkeys(d for e in entries.values() if e[0] == "r" for d in e[2]))
+        refs = list(
+            dict.fromkeys(d for e in entries.values() if isinstance(e, Blobs) for d in e.digests)
+        )
         if refs and len(refs) <= PREFETCH_MAX:
             item[schema.PREFETCH] = b(b"".join(refs))
     if parent_id is not None:
@@ -208,37 +213,30 @@ def commit(
     ``InMemorySaver`` would not make it the latest either.
     """
     thread_id, ns, cid = item[schema.THREAD]["S"], item[schema.NS]["S"], item[schema.CID]["S"]
-    head = schema.head_update(core.table, item, core.layout.head_sk(ns), parent_id, guarded)
-    txn = Transaction(
+    txn = Transact(
         (
-            ("put", {"Put": {"TableName": core.table, "Item": item}}),
-            ("head", {"Update": head}),
-            *ownership_parts(core, item[schema.PK]),
+            put_part(core.table, item),
+            head_part(core.table, item, core.layout.head_sk(ns), parent_id, guarded),
+            *ownership_parts(core, pk_of(item)),
         ),
         # botocore would fill in a random uuid4: one derived from the checkpoint lets
         # DynamoDB recognise a commit resent after a lost response (for 10 minutes).
         commit_token(item),
+        expect=frozenset({TXN_CANCELLED, IDEMPOTENT_MISMATCH}),
     )
     for attempt in range(_TXN_RETRIES):
-        result = yield from perform(
-            Ddb(
-                "transact_write_items",
-                txn.request(),
-                expect=frozenset({"TransactionCanceledException", _IDEMPOTENT_MISMATCH}),
-            )
-        )
-        if not isinstance(result, DdbFailure):
+        cancelled = yield from perform(txn)
+        if cancelled is None:
             return
-        if result.code == _IDEMPOTENT_MISMATCH:
+        if cancelled.code == IDEMPOTENT_MISMATCH:
             # The same checkpoint (same id and digest) was sent within 10 minutes by
             # an earlier put() that differed only in its timestamp: committed or not?
             yield from _confirm_committed(core, item)
             return
-        failed = txn.failed_checks(result)
-        if "owner" in failed:
-            raise not_owner(core, thread_id, failed["owner"])
+        check_owner(core, thread_id, cancelled)
+        failed = cancelled.failed_checks()
         if "head" in failed:
-            actual = head_cid(core, failed["head"].get("Item", {}), item[schema.PK]["S"], ns)
+            actual = head_cid(core, failed["head"].get("Item", {}), pk_of(item), ns)
             if actual == cid:
                 return  # the same checkpoint was committed before: a retried put
             if guarded:
@@ -246,14 +244,14 @@ def commit(
             # A fork older than the head: commit it where it sorts, head unmoved.
             txn = txn.without("head", commit_token(item, "below-head"))
             continue
-        if "TransactionConflict" in Transaction.codes(result):
+        if "TransactionConflict" in cancelled.codes():
             log.warning(
                 "commit of checkpoint %s collided with a concurrent transaction; "
                 "retrying (attempt %d)", cid, attempt + 1,
             )  # fmt: skip
             yield Sleep(0.05 * (2**attempt))
             continue
-        raise S3SaverError(f"committing checkpoint {cid!r} failed: {Transaction.codes(result)}")
+        raise S3SaverError(f"committing checkpoint {cid!r} failed: {cancelled.codes()}")
     raise S3SaverError(f"committing checkpoint {cid!r} kept colliding with concurrent transactions")
 
 
@@ -274,18 +272,9 @@ def head_cid(core: SaverCore, head: Mapping[str, Any], pk: str, ns: str) -> str 
 
 
 def _confirm_committed(core: SaverCore, item: Mapping[str, Any]) -> Flow[None]:
-    found = yield from perform(
-        Ddb(
-            "get_item",
-            {
-                "TableName": core.table,
-                "Key": {schema.PK: item[schema.PK], schema.SK: item[schema.SK]},
-                "ConsistentRead": True,
-                "ProjectionExpression": schema.DIGEST,
-            },
-        )
-    )
-    if schema.text(response(found).get("Item", {}), schema.DIGEST) != item[schema.DIGEST]["S"]:
+    pk, sk = schema.checkpoint_ref(item)
+    found = yield from perform(GetItem(core.table, pk, sk, (schema.DIGEST,)))
+    if schema.text(found or {}, schema.DIGEST) != item[schema.DIGEST]["S"]:
         raise S3SaverError(
             f"checkpoint {item[schema.CID]['S']!r} was sent twice within 10 minutes with "
             "different timestamps and is not committed; retry the put()"
@@ -293,12 +282,19 @@ def _confirm_committed(core: SaverCore, item: Mapping[str, Any]) -> Flow[None]:
 
 
 # ----------------------------------------------------------------- regions
-def ownership_parts(core: SaverCore, pk: dict[str, str]) -> tuple[tuple[str, dict[str, Any]], ...]:
+def ownership_parts(core: SaverCore, pk: str) -> tuple[Part, ...]:
     """The ``owner`` part of a write's transaction (cross-region setups only)."""
     if core.cross_region is None:
         return ()
     home = core.region_name == core.cross_region.home_region
-    return (schema.ownership_check(core.table, pk, str(core.region_name), home=home),)
+    return (owner_part(core.table, pk, str(core.region_name), home=home),)
+
+
+def check_owner(core: SaverCore, thread_id: str, cancelled: Cancelled) -> None:
+    """Raise ThreadOwnedElsewhereError if a write was refused for its ``owner`` part."""
+    reason = cancelled.failed_checks().get("owner")
+    if reason is not None:
+        raise not_owner(core, thread_id, reason)
 
 
 def not_owner(
@@ -321,28 +317,10 @@ def claim_thread(core: SaverCore, thread_id: str) -> Flow[str]:
     if core.cross_region is None:
         raise InvalidConfigError("claim_thread needs a cross_region configuration")
     thread_id = thread_value(thread_id)
-    result = yield from perform(
-        Ddb(
-            "update_item",
-            {
-                "TableName": core.table,
-                "Key": {schema.PK: s(core.layout.pk(thread_id)), schema.SK: s(schema.OWNER_SK)},
-                "UpdateExpression": "SET #r = :me, #th = :th, #at = :at",
-                "ExpressionAttributeNames": {
-                    "#r": schema.REGION,
-                    "#th": schema.THREAD,
-                    "#at": schema.AT,
-                },
-                "ExpressionAttributeValues": {
-                    ":me": s(str(core.region_name)),
-                    ":th": s(thread_id),
-                    ":at": n(core.now_ms()),
-                },
-                "ReturnValues": "ALL_OLD",
-            },
-        )
+    claim = ClaimOwner(
+        core.table, core.layout.pk(thread_id), thread_id, str(core.region_name), core.now_ms()
     )
-    previous = schema.text(response(result).get("Attributes", {}), schema.REGION)
+    previous = yield from perform(claim)
     return previous or core.cross_region.home_region
 
 

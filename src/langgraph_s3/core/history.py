@@ -10,12 +10,11 @@ those ancestors): one walk, so the two can never disagree.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    CheckpointTuple,
     DeltaChannelHistory,
     PendingWrite,
     get_checkpoint_id,
@@ -23,26 +22,21 @@ from langgraph.checkpoint.base import (
 
 from langgraph_s3.core import schema, values
 from langgraph_s3.core.config import checkpoint_id_of, ns_value, thread_ns
-from langgraph_s3.core.index import next_page, read_all
+from langgraph_s3.core.entries import Entry, Envelope
+from langgraph_s3.core.index import Item, ListFilter, Query, ScanCheckpoints
 from langgraph_s3.core.objects import fetch_blobs, read_envelope
+from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.read import latest, load, sorted_writes
-from langgraph_s3.core.schema import Row, WritesRow, s
+from langgraph_s3.core.schema import Row, WritesRow
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.keys import check_checkpoint_id
-from langgraph_s3.operations import Flow
+from langgraph_s3.operations import Emit, Flow
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
 
 _LOAD_BATCH = 16
 _CHAIN_PAGE = 200
-
-
-@dataclass(frozen=True)
-class Emit:
-    """A result of :func:`list_checkpoints` (as opposed to an I/O operation)."""
-
-    value: CheckpointTuple
 
 
 def list_checkpoints(
@@ -67,7 +61,7 @@ def list_checkpoints(
         if before_id is not None:
             check_checkpoint_id(before_id)
     filter = dict(filter or {})
-    query = _Filter.of(filter, before_id)
+    query = _server_filter(filter, before_id)
     if config is None:
         items = yield from _scan_all(core, query)
     else:
@@ -101,99 +95,51 @@ def list_checkpoints(
                     return
 
 
-@dataclass
-class _Filter:
-    """The server-side part of a list filter: metadata equality on indexed values.
-
-    Values the index cannot hold are checked on the loaded metadata instead.
-    """
-
-    names: dict[str, str]
-    values: dict[str, Any]
-    condition: str  # on checkpoint items ("" if none)
-    before_id: str | None
-
-    @classmethod
-    def of(cls, filter: Mapping[str, Any], before_id: str | None) -> _Filter:
-        names: dict[str, str] = {}
-        vals: dict[str, Any] = {}
-        conds: list[str] = []
-        for i, (k, v) in enumerate(filter.items()):
-            indexed = schema.metadata_index_value(v)
-            if indexed is None or not isinstance(k, str) or not k:
-                continue
-            names[f"#f{i}"] = k
-            vals[f":f{i}"] = s(indexed)
-            conds.append(f"#md.#f{i} = :f{i}")
-        if conds:
-            names["#md"] = schema.METADATA
-        return cls(names, vals, " AND ".join(conds), before_id)
-
-    def clauses(self) -> tuple[list[str], dict[str, str], dict[str, Any]]:
-        """Filter clauses (writes items pass, checkpoint items must match) and the
-        names and values they use, plus the ``before`` bound."""
-        names = {**self.names, "#tid": schema.TASK_ID, "#h": schema.DIGEST}
-        vals = dict(self.values)
-        match = f" AND {self.condition}))" if self.condition else "))"
-        clauses = ["(attribute_exists(#tid) OR (attribute_exists(#h)" + match]
-        if self.before_id is not None:
-            clauses.append("#cid < :before")
-            names["#cid"] = schema.CID
-            vals[":before"] = s(self.before_id)
-        return clauses, names, vals
+def _server_filter(filter: Mapping[str, Any], before_id: str | None) -> ListFilter:
+    """The part of a list filter the index checks: metadata equality on values it
+    can hold (others are checked on the loaded metadata) and the ``before`` bound."""
+    indexed = (
+        (slot, k, schema.metadata_index_value(v))
+        for slot, (k, v) in enumerate(filter.items())
+        if isinstance(k, str) and k
+    )
+    return ListFilter(tuple((i, k, v) for i, k, v in indexed if v is not None), before_id)
 
 
-def _scan_all(core: SaverCore, query: _Filter) -> Flow[list[dict[str, Any]]]:
-    clauses, names, vals = query.clauses()
-    if core.layout.prefix:
-        clauses.insert(1, "begins_with(pk, :prefix)")
-        vals[":prefix"] = s(core.layout.prefix)
-    request: dict[str, Any] = {
-        "TableName": core.table,
-        "FilterExpression": " AND ".join(clauses),
-        "ExpressionAttributeNames": names,
-    }
-    if vals:
-        request["ExpressionAttributeValues"] = vals
-    items = yield from read_all(request)
-    return [i for i in items if core.layout.owns_pk(i[schema.PK]["S"])]
+def _scan_all(core: SaverCore, query: ListFilter) -> Flow[list[Item]]:
+    items = yield from read_all(ScanCheckpoints(core.table, core.layout.prefix, query))
+    return [i for i in items if core.layout.owns_pk(schema.pk_of(i))]
 
 
 def _query_thread(
-    core: SaverCore, thread_id: str, ns: str | None, cid: str | None, query: _Filter
-) -> Flow[list[dict[str, Any]]]:
-    clauses, names, vals = query.clauses()
-    vals[":pk"] = s(core.layout.pk(thread_id))
+    core: SaverCore, thread_id: str, ns: str | None, cid: str | None, query: ListFilter
+) -> Flow[list[Item]]:
+    between = prefix = None
     if ns is not None and cid is not None:
-        key_cond = "pk = :pk AND sk BETWEEN :lo AND :hi"
-        vals[":lo"] = s(core.layout.checkpoint_sk(ns, cid))
-        vals[":hi"] = s(core.layout.writes_upper_sk(ns, cid))
+        between = (core.layout.checkpoint_sk(ns, cid), core.layout.writes_upper_sk(ns, cid))
     elif ns is not None and query.before_id is not None:
-        key_cond = "pk = :pk AND sk BETWEEN :lo AND :hi"
-        vals[":lo"] = s(core.layout.ns_prefix_sk(ns))
-        vals[":hi"] = s(core.layout.checkpoint_sk(ns, query.before_id))
+        between = (core.layout.ns_prefix_sk(ns), core.layout.checkpoint_sk(ns, query.before_id))
+    elif ns is not None:
+        prefix = core.layout.ns_prefix_sk(ns)
     else:
-        key_cond = "pk = :pk AND begins_with(sk, :pre)"
-        vals[":pre"] = s(core.layout.ns_prefix_sk(ns) if ns is not None else "c#")
-    if cid is not None:
-        clauses.insert(1, "#cid = :cid")
-        vals[":cid"] = s(cid)
-        names["#cid"] = schema.CID
+        prefix = core.layout.checkpoints_sk_prefix()
+    where = replace(query, cid=cid)
     items = yield from read_all(
-        {
-            "TableName": core.table,
-            "KeyConditionExpression": key_cond,
-            "FilterExpression": " AND ".join(clauses),
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": vals,
-            "ScanIndexForward": False,
-        }
+        Query(
+            core.table,
+            core.layout.pk(thread_id),
+            prefix=prefix,
+            between=between,
+            newest_first=True,
+            consistent=False,
+            where=where,
+        )
     )
     return items
 
 
 # ------------------------------------------------------------- the chain walk
-Seeds = dict[str, tuple[list[Any], dict[str, Any]]]
+Seeds = dict[str, tuple[Entry, Envelope]]
 
 
 def walk_chain(
@@ -220,8 +166,8 @@ def walk_chain(
         if candidates:
             env = yield from read_envelope(core, row)
             for ch in candidates:
-                if ch in env["ch"]:
-                    seeds[ch] = (env["ch"][ch], env)
+                if ch in env.channels:
+                    seeds[ch] = (env.channels[ch], env)
                     remaining.discard(ch)
         cursor = row.parent_id
     return cursor, seeds
@@ -234,7 +180,7 @@ def kept_chain(core: SaverCore, rows: Mapping[str, Row]) -> Flow[set[str]]:
     remaining = set(newest.unstored)
     if remaining:
         env = yield from read_envelope(core, newest)
-        md = values.deserialize(core, env["md"][0], env["md"][1], "metadata", env["_key"])
+        md = values.deserialize(core, *env.metadata, "metadata", env.key)
         remaining = delta_channels(md, remaining)
     yield from walk_chain(
         core, rows, newest.parent_id, remaining, lambda r: keep.add(r.checkpoint_id)
@@ -276,22 +222,17 @@ def delta_history(
         if found is None:
             return {ch: {"writes": []} for ch in channels}
         cid = found[0].checkpoint_id
-    request: dict[str, Any] | None = {
-        "TableName": core.table,
-        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-        "ExpressionAttributeValues": {
-            ":pk": s(core.layout.pk(thread_id)),
-            ":lo": s(core.layout.ns_prefix_sk(ns)),
-            ":hi": s(core.layout.checkpoint_sk(ns, cid)),
-        },
-        "ScanIndexForward": False,
-        "ConsistentRead": True,
-        "Limit": _CHAIN_PAGE,
-    }
+    query: Query | None = Query(
+        core.table,
+        core.layout.pk(thread_id),
+        between=(core.layout.ns_prefix_sk(ns), core.layout.checkpoint_sk(ns, cid)),
+        newest_first=True,
+        limit=_CHAIN_PAGE,
+    )
     rows: dict[str, Row] = {}
     writes: dict[str, list[WritesRow]] = {}
     remaining = set(channels)
-    collected: list[list[tuple[str, str, Any, str]]] = []  # newest checkpoint first
+    collected: list[list[tuple[str, str, Entry, str]]] = []  # newest checkpoint first
     seeds: Seeds = {}
 
     def visit(row: Row) -> None:
@@ -300,19 +241,19 @@ def delta_history(
     cursor: str | None = None
     started = False
     while remaining:
-        if request is not None:
-            page, request = yield from next_page(request)
-            _add_page(page, rows, writes)
+        if query is not None:
+            page, query = yield from next_page(query)
+            _add_page(page.items, rows, writes)
         if not started:
             if cid not in rows:
-                if request is None:
+                if query is None:
                     return {ch: {"writes": []} for ch in channels}
                 continue
             started = True
             cursor = rows[cid].parent_id
         cursor, found_seeds = yield from walk_chain(core, rows, cursor, remaining, visit)
         seeds.update(found_seeds)
-        if cursor is None or (request is None and cursor not in rows):
+        if cursor is None or (query is None and cursor not in rows):
             break
     return (yield from _decode_history(core, thread_id, channels, collected, seeds))
 
@@ -333,7 +274,7 @@ def _decode_history(
     core: SaverCore,
     thread_id: str,
     channels: Sequence[str],
-    collected: list[list[tuple[str, str, Any, str]]],
+    collected: list[list[tuple[str, str, Entry, str]]],
     seeds: Seeds,
 ) -> Flow[dict[str, DeltaChannelHistory]]:
     keys = [
@@ -356,7 +297,7 @@ def _decode_history(
         if ch in seeds:
             entry, env = seeds[ch]
             history["seed"] = values.decode_value(
-                core, thread_id, entry, payloads, f"channel {ch!r}", env["_key"]
+                core, thread_id, entry, payloads, f"channel {ch!r}", env.key
             )
         result[ch] = history
     return result

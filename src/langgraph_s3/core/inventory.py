@@ -8,18 +8,26 @@ item under the prefix, so it needs the admin policy (``dynamodb:Scan``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from langgraph_s3 import codec
 from langgraph_s3.core import schema
-from langgraph_s3.core.objects import list_keys
-from langgraph_s3.core.schema import parse_row
-from langgraph_s3.operations import Ddb, Flow, perform_all, response
+from langgraph_s3.core.entries import Envelope, envelope_from_wire
+from langgraph_s3.core.index import Page, ScanSegment
+from langgraph_s3.core.objects import get_objects, list_keys, list_pages
+from langgraph_s3.core.paging import thread_items
+from langgraph_s3.core.schema import parse_row, pk_of
+from langgraph_s3.core.scratch import Scratch
+from langgraph_s3.keys import Layout
+from langgraph_s3.operations import Flow, perform_all
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
 
+#: Objects ``thread_figures`` reads at once.
+_FIGURES_BATCH = 64
 #: Segments of the parallel table scan, read concurrently.
 SEGMENTS = 4
 #: Pending write index of ``__interrupt__`` (``WRITES_IDX_MAP``) as its attribute.
@@ -35,14 +43,10 @@ def scan_items(core: SaverCore, handle: Callable[[Items], None]) -> Flow[int]:
     items of one page need not be a thread's complete set, nor come in any order.
     Returns how many items were handled.
     """
-    base: dict[str, Any] = {"TableName": core.table, "TotalSegments": SEGMENTS}
-    if core.layout.prefix:
-        base["FilterExpression"] = "begins_with(pk, :p)"
-        base["ExpressionAttributeValues"] = {":p": schema.s(core.layout.prefix)}
-    pending = [{**base, "Segment": i} for i in range(SEGMENTS)]
+    pending = [ScanSegment(core.table, core.layout.prefix, i, SEGMENTS) for i in range(SEGMENTS)]
     count = 0
     while pending:
-        pages = yield from perform_all([Ddb("scan", request) for request in pending])
+        pages = yield from perform_all(pending)
         pending, handled = _take_round(core, pending, pages, handle)
         count += handled
         del pages  # one round of pages in memory at a time
@@ -51,40 +55,63 @@ def scan_items(core: SaverCore, handle: Callable[[Items], None]) -> Flow[int]:
 
 def _take_round(
     core: SaverCore,
-    requests: list[dict[str, Any]],
-    pages: list[Any],
+    requests: list[ScanSegment],
+    pages: list[Page],
     handle: Callable[[Items], None],
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[ScanSegment], int]:
     """Hand one round of scan pages over; the requests for the next round."""
     following, count = [], 0
-    for request, result in zip(requests, pages, strict=True):
-        page = response(result)
-        items = [i for i in page.get("Items", []) if core.layout.owns_pk(i[schema.PK]["S"])]
+    for request, page in zip(requests, pages, strict=True):
+        items = [i for i in page.items if core.layout.owns_pk(pk_of(i))]
         count += len(items)
         handle(items)
-        if page.get("LastEvaluatedKey"):
-            following.append({**request, "ExclusiveStartKey": page["LastEvaluatedKey"]})
+        after = request.following(page)
+        if after is not None:
+            following.append(after)
     return following, count
 
 
-def scan_threads(core: SaverCore) -> Flow[dict[str, Items]]:
-    """Every index item under the saver's prefix, grouped by thread (partition key),
-    in memory (the collector keeps them on disk instead: ``langgraph_s3.gc_store``)."""
-    threads: dict[str, Items] = {}
+def take_inventory(core: SaverCore, scratch: Scratch, with_objects: bool = True) -> Flow[int]:
+    """Every index item under the prefix into ``scratch`` (by thread) and, with
+    ``with_objects``, each thread folder's object count and bytes from one listing of
+    the prefix. Returns the number of threads; read them with :func:`summaries` or
+    ``scratch.threads()``. Memory stays flat whatever the number of threads."""
+    yield from scan_items(core, scratch.add_items)
+    if with_objects:
 
-    def group(items: Items) -> None:
-        for item in items:
-            threads.setdefault(item[schema.PK]["S"], []).append(item)
+        def count(listing: list[tuple[str, float, int]]) -> Flow[None]:
+            scratch.add_objects(_folder_sizes(core, listing))
+            yield from ()
 
-    yield from scan_items(core, group)
-    return threads
+        yield from list_pages(core, core.layout.prefix, count)
+    return scratch.thread_count()
 
 
-def thread_id_of(items: Items) -> str:
-    """The raw thread id of a thread's items (the partition key if none says)."""
-    return str(
-        next((i[schema.THREAD]["S"] for i in items if schema.THREAD in i), items[0][schema.PK]["S"])
-    )
+def _folder_sizes(
+    core: SaverCore, listing: list[tuple[str, float, int]]
+) -> Iterator[tuple[str, int]]:
+    """(thread folder, size) of each listed object in a thread's folder."""
+    prefix = core.layout.prefix
+    for key, _, size in listing:
+        rest = key[len(prefix) :]
+        if "/" in rest and not rest.startswith("."):
+            yield prefix + rest.split("/", 1)[0] + "/", size
+
+
+def summaries(core: SaverCore, scratch: Scratch) -> Iterator[ThreadSummary]:
+    """Each thread's summary, with its folder's objects, one at a time (in partition
+    key order) from a scratch file :func:`take_inventory` filled."""
+    for items in scratch.threads():
+        summary = summarize(core.layout, items)
+        folder = core.layout.thread_prefix(summary.thread_id)
+        summary.objects, summary.object_bytes = scratch.folder(folder)
+        yield summary
+
+
+def thread_id_of(layout: Layout, items: Items) -> str:
+    """The raw thread id of a thread's items (from its partition key if none says)."""
+    named = next((i[schema.THREAD]["S"] for i in items if schema.THREAD in i), None)
+    return str(named) if named is not None else layout.thread_of_pk(pk_of(items[0]))
 
 
 def last_activity_ms(items: Items) -> int:
@@ -93,7 +120,7 @@ def last_activity_ms(items: Items) -> int:
     heads = [
         max(int(i.get(schema.AT, {}).get("N", 0)), int(i.get(schema.READ_AT, {}).get("N", 0)))
         for i in items
-        if i[schema.SK]["S"].startswith("h#")
+        if Layout.is_head_sk(i[schema.SK]["S"])
     ]
     if heads:
         return max(heads)
@@ -127,13 +154,13 @@ class ThreadSummary:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def summarize(items: Items) -> ThreadSummary:
+def summarize(layout: Layout, items: Items) -> ThreadSummary:
     """A thread's summary from its index items."""
     rows = [parse_row(i) for i in items if schema.is_checkpoint_item(i)]
     root = [r for r in rows if r.ns == ""]
     latest = max(root or rows, key=lambda r: r.checkpoint_id) if rows else None
     return ThreadSummary(
-        thread_id=thread_id_of(items),
+        thread_id=thread_id_of(layout, items),
         last_activity_ms=last_activity_ms(items),
         checkpoints=len(rows),
         namespaces=sorted({r.ns for r in rows}),
@@ -151,27 +178,48 @@ def _step(item: Mapping[str, Any]) -> int | None:
     )
 
 
-def thread_summaries(core: SaverCore, with_objects: bool = True) -> Flow[list[ThreadSummary]]:
-    """Every thread under the prefix, most recently active first; with ``with_objects``
-    the bucket prefix is listed once to add each thread's object count and bytes."""
-    threads = yield from scan_threads(core)
-    summaries = [summarize(items) for items in threads.values()]
-    if with_objects and summaries:
-        sizes = yield from object_sizes(core)
-        for summary in summaries:
-            folder = core.layout.thread_prefix(summary.thread_id)
-            mine = sizes.get(folder, [])
-            summary.objects, summary.object_bytes = len(mine), sum(mine)
-    summaries.sort(key=lambda t: t.last_activity_ms, reverse=True)
-    return summaries
+def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
+    """Objects, bytes, compression ratio and blob reuse of one thread: each of its
+    objects and checkpoint bodies read back once (the bucket's and the index's view)."""
+    listing = yield from list_keys(core, core.layout.thread_prefix(thread_id))
+    keys = [k for k, _, _ in listing if core.layout.owns_object(thread_id, k)]
+    items = yield from thread_items(core, thread_id)
+    stored = raw = references = checkpoints = 0
+    blobs = 0
+    for start in range(0, len(keys), _FIGURES_BATCH):
+        part = keys[start : start + _FIGURES_BATCH]
+        bodies = yield from get_objects(core, part)
+        for key, body in zip(part, bodies, strict=True):
+            if body is None:
+                continue  # deleted since the listing
+            stored += len(body)
+            if core.layout.is_blob_key(thread_id, key):
+                blobs += 1
+                raw += len(codec.unframe(body, key=key, kind=codec.KIND_BLOB))
+                continue
+            size, env = open_body(body, key)
+            raw, checkpoints = raw + size, checkpoints + 1
+            references += env.blob_references()
+    in_index = [parse_row(i).body for i in items if schema.is_checkpoint_item(i)]
+    for body in (b for b in in_index if b is not None):
+        size, env = open_body(body, "index")
+        stored, raw, checkpoints = stored + len(body), raw + size, checkpoints + 1
+        references += env.blob_references()
+    return {
+        "checkpoints": checkpoints,
+        "checkpoint_bodies_in_index": sum(b is not None for b in in_index),
+        "s3_objects": len(keys),
+        "index_items": len(items),
+        "bytes_stored": stored,
+        "bytes_uncompressed": raw,
+        "compression_ratio": round(raw / stored, 2) if stored else None,
+        "blobs": blobs,
+        "blob_references": references,
+        "blob_writes_saved_by_dedup": max(references - blobs, 0),
+    }
 
 
-def object_sizes(core: SaverCore) -> Flow[dict[str, list[int]]]:
-    """Object sizes under the prefix by thread folder (``Layout.thread_prefix``)."""
-    listing = yield from list_keys(core, core.layout.prefix)
-    by_folder: dict[str, list[int]] = {}
-    for key, _, size in listing:
-        rest = key[len(core.layout.prefix) :]
-        if "/" in rest and not rest.startswith("."):
-            by_folder.setdefault(core.layout.prefix + rest.split("/", 1)[0] + "/", []).append(size)
-    return by_folder
+def open_body(body: bytes, key: str) -> tuple[int, Envelope]:
+    """A checkpoint body's size unframed, and its envelope."""
+    payload = codec.unframe(body, key=key, kind=codec.KIND_CHECKPOINT)
+    return len(payload), envelope_from_wire(codec.unpack(payload, key=key), key)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
+from langgraph_s3.core.entries import Envelope, envelope_from_wire
 from langgraph_s3.core.schema import Row
 from langgraph_s3.errors import (
     CorruptObjectError,
@@ -158,7 +159,7 @@ def object_key(core: SaverCore, row: Row) -> str:
     return core.layout.checkpoint_key(row.thread_id, row.ns, row.checkpoint_id, row.digest)
 
 
-def read_envelope(core: SaverCore, row: Row) -> Flow[dict[str, Any]]:
+def read_envelope(core: SaverCore, row: Row) -> Flow[Envelope]:
     """One checkpoint's envelope (see :func:`read_envelopes`)."""
     envs = yield from read_envelopes(core, [row])
     return envs[0]
@@ -170,7 +171,7 @@ def read_envelopes(
     extra: Sequence[str] = (),
     optional: Sequence[str] = (),
     into: dict[str, bytes] | None = None,
-) -> Flow[list[dict[str, Any]]]:
+) -> Flow[list[Envelope]]:
     """Checkpoint envelopes: from the index item, the cache, or S3 (all at once).
 
     ``extra`` blob keys (pending-write blobs) and ``optional`` ones (value blobs the
@@ -207,7 +208,7 @@ def read_envelopes(
     return envs
 
 
-def open_envelope(core: SaverCore, row: Row, body: bytes | None) -> dict[str, Any]:
+def open_envelope(core: SaverCore, row: Row, body: bytes | None) -> Envelope:
     """Check a checkpoint object against its index item and unpack it."""
     key = object_key(core, row)
     if body is None:
@@ -222,8 +223,8 @@ def open_envelope(core: SaverCore, row: Row, body: bytes | None) -> dict[str, An
             "it was altered or truncated",
             key=key,
         )
-    env = codec.unpack(codec.unframe(body, key=key, kind=codec.KIND_CHECKPOINT), key=key)
-    if not isinstance(env, dict) or (env.get("th"), env.get("ns"), env.get("id")) != (
+    raw = codec.unpack(codec.unframe(body, key=key, kind=codec.KIND_CHECKPOINT), key=key)
+    if not isinstance(raw, dict) or (raw.get("th"), raw.get("ns"), raw.get("id")) != (
         row.thread_id,
         row.ns,
         row.checkpoint_id,
@@ -231,8 +232,7 @@ def open_envelope(core: SaverCore, row: Row, body: bytes | None) -> dict[str, An
         raise CorruptObjectError(
             f"checkpoint object {key!r} belongs to another checkpoint", key=key
         )
-    env["_key"] = key
-    return env
+    return envelope_from_wire(raw, key)
 
 
 def list_keys(core: SaverCore, prefix: str) -> Flow[list[tuple[str, float, int]]]:

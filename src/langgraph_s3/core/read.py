@@ -9,7 +9,8 @@ against the digests the index records (:mod:`langgraph_s3.core.objects`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort_key
@@ -17,10 +18,12 @@ from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort
 from langgraph_s3 import guard
 from langgraph_s3.core import schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns
-from langgraph_s3.core.index import next_page, read_all
+from langgraph_s3.core.entries import Entry, Envelope
+from langgraph_s3.core.index import Item, Query, TouchHead
 from langgraph_s3.core.objects import fetch_blobs, read_envelopes
-from langgraph_s3.core.schema import Row, WritesRow, n, s
-from langgraph_s3.operations import Ddb, Flow, S3HeadBucket
+from langgraph_s3.core.paging import next_page, read_all
+from langgraph_s3.core.schema import Row, WritesRow
+from langgraph_s3.operations import Flow, S3HeadBucket
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -55,52 +58,38 @@ def get_tuple(core: SaverCore, config: RunnableConfig) -> Flow[CheckpointTuple |
 
 def latest(core: SaverCore, thread_id: str, ns: str) -> Flow[Found | None]:
     """The newest checkpoint item of ``(thread, ns)`` and its writes: one query, usually."""
-    request: dict[str, Any] | None = {
-        "TableName": core.table,
-        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :pre)",
-        "ExpressionAttributeValues": {
-            ":pk": s(core.layout.pk(thread_id)),
-            ":pre": s(core.layout.ns_prefix_sk(ns)),
-        },
-        "ScanIndexForward": False,
-        "ConsistentRead": True,
+    query: Query | None = Query(
+        core.table,
+        core.layout.pk(thread_id),
+        prefix=core.layout.ns_prefix_sk(ns),
+        newest_first=True,
         # Usually the newest few items are the latest checkpoint and its writes;
         # DynamoDB bills every item a page reads, so start small.
-        "Limit": 8,
-    }
-    writes: list[dict[str, Any]] = []
-    while request is not None:
+        limit=8,
+    )
+    writes: list[Item] = []
+    while query is not None:
         # A run starts with this read; checking the bucket alongside it keeps the
         # check off the first put's critical path.
         check = () if core.bucket_checked else (S3HeadBucket(),)
-        items, request = yield from next_page(request, check)
+        page, query = yield from next_page(query, check)
         core.bucket_checked = True
-        for item in items:
+        for item in page.items:
             if schema.is_checkpoint_item(item):
                 row = schema.parse_row(item)
                 mine = [schema.parse_writes(w) for w in writes]
                 return row, [w for w in mine if w.checkpoint_id == row.checkpoint_id]
             if schema.is_writes_item(item):
                 writes.append(item)
-        if request is not None:
-            request["Limit"] = _QUERY_PAGE
+        if query is not None:
+            query = replace(query, limit=_QUERY_PAGE)
     return None
 
 
 def exact(core: SaverCore, thread_id: str, ns: str, cid: str) -> Flow[Found | None]:
     """The checkpoint item ``cid`` of ``(thread, ns)`` and its writes."""
-    items = yield from read_all(
-        {
-            "TableName": core.table,
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-            "ExpressionAttributeValues": {
-                ":pk": s(core.layout.pk(thread_id)),
-                ":lo": s(core.layout.checkpoint_sk(ns, cid)),
-                ":hi": s(core.layout.writes_upper_sk(ns, cid)),
-            },
-            "ConsistentRead": True,
-        }
-    )
+    between = (core.layout.checkpoint_sk(ns, cid), core.layout.writes_upper_sk(ns, cid))
+    items = yield from read_all(Query(core.table, core.layout.pk(thread_id), between=between))
     row = next((schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)), None)
     if row is None:
         return None
@@ -109,18 +98,8 @@ def exact(core: SaverCore, thread_id: str, ns: str, cid: str) -> Flow[Found | No
 
 def _touch(core: SaverCore, row: Row) -> Flow[None]:
     """Record a read on the head item, so retention counts it as activity."""
-    yield Ddb(
-        "update_item",
-        {
-            "TableName": core.table,
-            "Key": {schema.PK: row.item[schema.PK], schema.SK: s(core.layout.head_sk(row.ns))},
-            "UpdateExpression": "SET #rd = :now",
-            "ConditionExpression": "attribute_exists(#c)",
-            "ExpressionAttributeNames": {"#rd": schema.READ_AT, "#c": schema.CID},
-            "ExpressionAttributeValues": {":now": n(core.now_ms())},
-        },
-        expect=frozenset({"ConditionalCheckFailedException"}),
-    )
+    pk = schema.checkpoint_ref(row.item)[0]
+    yield TouchHead(core.table, pk, core.layout.head_sk(row.ns), core.now_ms())
 
 
 def load(
@@ -141,7 +120,7 @@ def load(
         for row, ws in found
         for w in ws
         for _, rec in w.records
-        for k in values.entry_keys(core, row.thread_id, rec[1])
+        for k in values.entry_keys(core, row.thread_id, rec.entry)
     ]
     # Checkpoint objects, pending-write blobs and the value blobs the index names
     # go out in the same round trip.
@@ -154,7 +133,7 @@ def load(
     value_keys = [
         k
         for (row, _), env in zip(found, envs, strict=True)
-        for entry in env["ch"].values()
+        for entry in env.channels.values()
         for k in values.entry_keys(core, row.thread_id, entry)
     ]
     payloads = yield from fetch_blobs(core, value_keys, fetched)
@@ -163,7 +142,7 @@ def load(
     for (row, ws), env in zip(found, envs, strict=True):
         out.append(assemble(core, row, ws, env, payloads, requested))
         if remember:
-            for name, entry in env["ch"].items():
+            for name, entry in env.channels.items():
                 values.remember_latest(core, row.thread_id, row.ns, name, entry)
     return out
 
@@ -172,15 +151,15 @@ def assemble(
     core: SaverCore,
     row: Row,
     writes: list[WritesRow],
-    env: dict[str, Any],
+    env: Envelope,
     payloads: Mapping[str, bytes],
     requested: RunnableConfig | None,
 ) -> CheckpointTuple:
     """A CheckpointTuple from an index row, its writes, its envelope and blob payloads."""
-    key = env["_key"]
-    checkpoint = values.deserialize(core, env["cp"][0], env["cp"][1], "checkpoint", key)
+    key = env.key
+    checkpoint = values.deserialize(core, *env.checkpoint, "checkpoint", key)
     channel_values = {}
-    for name, entry in env["ch"].items():
+    for name, entry in env.channels.items():
         channel_values[name] = values.decode_value(
             core, row.thread_id, entry, payloads, f"channel {name!r}", key
         )
@@ -189,7 +168,7 @@ def assemble(
         for k in values.entry_keys(core, row.thread_id, entry):
             core.caches.known_blobs.put(k, True)
     checkpoint["channel_values"] = channel_values
-    metadata = values.deserialize(core, env["md"][0], env["md"][1], "metadata", key)
+    metadata = values.deserialize(core, *env.metadata, "metadata", key)
     ids = {"thread_id": row.thread_id, "checkpoint_ns": row.ns}
     return CheckpointTuple(
         config=(
@@ -208,17 +187,17 @@ def assemble(
 
 def sorted_writes(
     writes: Iterable[WritesRow], channels: set[str] | None = None
-) -> list[tuple[str, str, Any, str]]:
+) -> list[tuple[str, str, Entry, str]]:
     """Pending writes in LangGraph's order (``writes_sort_key``): (task id, channel,
     value entry, sort key of the item), only of ``channels`` if given."""
     flat = [
         (w.task_path, w.task_id, idx, rec, w.sk)
         for w in writes
         for idx, rec in w.records
-        if channels is None or rec[0] in channels
+        if channels is None or rec.channel in channels
     ]
     flat.sort(key=lambda x: writes_sort_key(x[0], x[1], x[2]))
-    return [(task_id, rec[0], rec[1], sk) for _, task_id, _, rec, sk in flat]
+    return [(task_id, rec.channel, rec.entry, sk) for _, task_id, _, rec, sk in flat]
 
 
 def pending_writes(

@@ -1,9 +1,9 @@
-"""The DynamoDB index schema: attribute names, items, and the requests that write them.
+"""The DynamoDB index schema: attribute names and the items built from them.
 
 ``docs/layout.md`` ("The index") is the table this module mirrors: one partition per
 thread (``pk``), and under it, by sort key, the checkpoint items, the pending writes
 of each task, the head of each namespace and, in cross-region setups, the owner.
-Nothing here performs I/O; the flows yield the requests built here.
+The requests that read and write these items are in :mod:`langgraph_s3.core.index`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from langgraph_s3 import codec
-from langgraph_s3.operations import DdbFailure
+from langgraph_s3.core.entries import Record, record_from_wire
 
 # Keys of every item.
 PK, SK = "pk", "sk"
@@ -109,7 +109,7 @@ class WritesRow:
     task_id: str
     task_path: str
     checkpoint_id: str
-    records: list[tuple[int, Any]]  # (idx, [channel, value entry])
+    records: list[tuple[int, Record]]  # (write index, record)
     sk: str
 
 
@@ -151,7 +151,7 @@ def parse_writes(item: dict[str, Any]) -> WritesRow:
         idx = record_index(name)
         if idx is not None:
             key = f"{item[PK]['S']}|{item[SK]['S']}|{name}"
-            records.append((idx, codec.unpack_record(attr["B"], key=key)))
+            records.append((idx, record_from_wire(codec.unpack_record(attr["B"], key=key), key)))
     return WritesRow(
         task_id=item[TASK_ID]["S"],
         task_path=item.get(TASK_PATH, {}).get("S", ""),
@@ -176,185 +176,20 @@ def record_index(name: str) -> int | None:
     return None
 
 
+def written_ms(item: Mapping[str, Any]) -> int:
+    """When an item was last written (``at``), ms; 0 if it does not say."""
+    return int(item.get(AT, {}).get("N", 0))
+
+
+def pk_of(item: Mapping[str, Any]) -> str:
+    """The partition key of an item (the thread's, prefix included)."""
+    return str(item[PK]["S"])
+
+
 def checkpoint_ref(item: Mapping[str, Any]) -> tuple[str, str]:
     """(partition key, checkpoint sort key) of the checkpoint a checkpoint or writes
     item belongs to."""
     return item[PK]["S"], item[SK]["S"].split(WRITES_MARK, 1)[0]
-
-
-@dataclass(frozen=True)
-class Transaction:
-    """A TransactWriteItems request that knows which item each cancellation reason is about.
-
-    DynamoDB reports why a transaction was cancelled as a list in request order;
-    naming each part by its role when the request is built keeps the decoding next
-    to the positions it depends on.
-    """
-
-    parts: tuple[tuple[str, dict[str, Any]], ...]  # (role, TransactItem)
-    token: str | None = None
-
-    def request(self) -> dict[str, Any]:
-        request: dict[str, Any] = {"TransactItems": [part for _, part in self.parts]}
-        if self.token is not None:
-            request["ClientRequestToken"] = self.token
-        return request
-
-    def failed_checks(self, failure: DdbFailure) -> dict[str, Mapping[str, Any]]:
-        """Role -> cancellation reason, for each part whose condition failed."""
-        reasons = failure.response.get("CancellationReasons") or []
-        return {
-            role: reason
-            for (role, _), reason in zip(self.parts, reasons, strict=False)
-            if reason.get("Code") == "ConditionalCheckFailed"
-        }
-
-    @staticmethod
-    def codes(failure: DdbFailure) -> list[str | None]:
-        """The cancellation reason codes, in request order."""
-        return [r.get("Code") for r in failure.response.get("CancellationReasons") or []]
-
-    def without(self, role: str, token: str | None) -> Transaction:
-        """The same transaction without its ``role`` parts (and a new token)."""
-        return Transaction(tuple(p for p in self.parts if p[0] != role), token)
-
-
-def ownership_check(
-    table: str, pk: dict[str, str], region: str, *, home: bool
-) -> tuple[str, dict[str, Any]]:
-    """The ``owner`` part of a transaction: this region owns the thread.
-
-    The home region owns every thread no other region has claimed.
-    """
-    return (
-        "owner",
-        {
-            "ConditionCheck": {
-                "TableName": table,
-                "Key": {PK: pk, SK: s(OWNER_SK)},
-                "ConditionExpression": (
-                    "attribute_not_exists(#r) OR #r = :me" if home else "#r = :me"
-                ),
-                "ExpressionAttributeNames": {"#r": REGION},
-                "ExpressionAttributeValues": {":me": s(region)},
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        },
-    )
-
-
-def head_update(
-    table: str, item: Mapping[str, Any], head_sk: str, expected: str | None, guarded: bool
-) -> dict[str, Any]:
-    """Move a namespace's head to the checkpoint ``item`` (the commit's ``head`` part).
-
-    A guarded continuation moves it only from ``expected`` (its parent; ``None``:
-    only if the namespace has no head yet); a fork moves it only forward.
-    """
-    head: dict[str, Any] = {
-        "TableName": table,
-        "Key": {PK: item[PK], SK: s(head_sk)},
-        "UpdateExpression": "SET #c = :c, #th = :th, #ns = :ns, #at = :at",
-        "ExpressionAttributeNames": {"#c": CID, "#th": THREAD, "#ns": NS, "#at": AT},
-        "ExpressionAttributeValues": {
-            ":c": item[CID],
-            ":th": item[THREAD],
-            ":ns": item[NS],
-            ":at": item[AT],
-        },
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
-    if guarded and expected is None:
-        head["ConditionExpression"] = "attribute_not_exists(#c)"
-    elif guarded:
-        head["ConditionExpression"] = "attribute_not_exists(#c) OR #c = :p"
-        head["ExpressionAttributeValues"][":p"] = s(str(expected))
-    else:
-        head["ConditionExpression"] = "attribute_not_exists(#c) OR #c <= :c"
-    return head
-
-
-def writes_updates(
-    table: str,
-    key: dict[str, Any],
-    base: Mapping[str, Any],
-    packed: Mapping[int, bytes],
-    budget: int,
-) -> list[dict[str, Any]]:
-    """UpdateItem requests storing records ``packed`` (index -> record) on a writes item.
-
-    One request whatever the number of writes, unless DynamoDB's 4 KB expression
-    limit (``budget``) forces a split (about 140 writes in one call). A regular
-    write is never overwritten (a retried task resends the same values); a special
-    one (index < 0) is, like ``InMemorySaver`` replaces it.
-    """
-    clauses: list[tuple[str, str, Any]] = []
-    for i, data in packed.items():
-        name = record_attr(i)
-        placeholder = f":{name}"
-        clause = (
-            f"{name} = if_not_exists({name}, {placeholder})"
-            if i >= 0
-            else f"{name} = {placeholder}"
-        )
-        clauses.append((clause, placeholder, b(data)))
-    groups: list[list[tuple[str, str, Any]]] = [[]]
-    length = 0
-    for part in clauses:
-        if groups[-1] and length + len(part[0]) > budget:
-            groups.append([])
-            length = 0
-        groups[-1].append(part)
-        length += len(part[0]) + 2
-    updates = []
-    for group in groups:
-        values = {f":{k}": v for k, v in base.items()}
-        values.update({p: v for _, p, v in group})
-        updates.append(
-            {
-                "TableName": table,
-                "Key": key,
-                "UpdateExpression": (
-                    "SET #tid = :tid, #tp = if_not_exists(#tp, :tp), #cid = :cid, #at = :at, "
-                    + ", ".join(c for c, _, _ in group)
-                ),
-                "ExpressionAttributeNames": {
-                    "#tid": TASK_ID,
-                    "#tp": TASK_PATH,
-                    "#cid": CID,
-                    "#at": AT,
-                },
-                "ExpressionAttributeValues": values,
-            }
-        )
-    return updates
-
-
-def table_definition(table: str) -> dict[str, Any]:
-    """The CreateTable request of ``setup()`` (``infra/storage.yaml`` declares the same)."""
-    return {
-        "TableName": table,
-        "AttributeDefinitions": [
-            {"AttributeName": PK, "AttributeType": "S"},
-            {"AttributeName": SK, "AttributeType": "S"},
-            {"AttributeName": RUN, "AttributeType": "S"},
-        ],
-        "KeySchema": [
-            {"AttributeName": PK, "KeyType": "HASH"},
-            {"AttributeName": SK, "KeyType": "RANGE"},
-        ],
-        "GlobalSecondaryIndexes": [
-            {
-                "IndexName": GSI_RUN,
-                "KeySchema": [
-                    {"AttributeName": RUN, "KeyType": "HASH"},
-                    {"AttributeName": SK, "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }
-        ],
-        "BillingMode": "PAY_PER_REQUEST",
-    }
 
 
 def keys_of(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

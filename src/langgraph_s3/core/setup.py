@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from langgraph_s3.core import schema
+from langgraph_s3.core.index import CreateTable, EnableTtl, TableStatus
 from langgraph_s3.errors import S3SaverError
-from langgraph_s3.operations import CreateBucket, Ddb, DdbFailure, Flow, Sleep, perform, response
+from langgraph_s3.operations import CreateBucket, Flow, Sleep, perform
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -19,16 +19,9 @@ _ACTIVE_WAIT = 120
 def setup(core: SaverCore, *, region: str | None) -> Flow[None]:
     """Create the bucket in ``region`` and the table, wait for it, enable its TTL."""
     yield CreateBucket(region)
-    created = yield from perform(
-        Ddb(
-            "create_table",
-            schema.table_definition(core.table),
-            expect=frozenset({"ResourceInUseException"}),
-        )
-    )
+    created = yield from perform(CreateTable(core.table))
     for _ in range(_ACTIVE_WAIT):
-        desc = response((yield Ddb("describe_table", {"TableName": core.table})))
-        status = desc["Table"]["TableStatus"]
+        status = yield from perform(TableStatus(core.table))
         if status == "ACTIVE":
             break
         yield Sleep(1.0)
@@ -37,11 +30,5 @@ def setup(core: SaverCore, *, region: str | None) -> Flow[None]:
             f"DynamoDB table {core.table!r} is still {status} after {_ACTIVE_WAIT} s; "
             "run setup() again once it is ACTIVE (aws dynamodb describe-table)"
         )
-    if not isinstance(created, DdbFailure):
-        yield Ddb(
-            "update_time_to_live",
-            {
-                "TableName": core.table,
-                "TimeToLiveSpecification": {"Enabled": True, "AttributeName": schema.EXPIRES_AT},
-            },
-        )
+    if created:
+        yield EnableTtl(core.table)

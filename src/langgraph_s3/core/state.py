@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -22,6 +21,7 @@ from langgraph_s3.core.config import (
     INDEX_INLINE_LIMIT,
     check_settings,
 )
+from langgraph_s3.core.entries import Blobs, Entry
 from langgraph_s3.core.uploads import SharedUploads
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.keys import Layout, normalize_prefix
@@ -36,7 +36,7 @@ class Caches:
     def __init__(self, cache_bytes: int, ttl: float) -> None:
         #: (thread, ns, channel, version) -> value entry; lets put() skip serializing
         #: channels whose version did not move.
-        self.entries: LRU[tuple[str, str, str, str], list[Any]] = LRU(50_000, cache_bytes, ttl=ttl)
+        self.entries: LRU[tuple[str, str, str, str], Entry] = LRU(50_000, cache_bytes, ttl=ttl)
         #: object key -> content: blob payloads and checkpoint bodies. Both are
         #: immutable (named by their digest), so never stale.
         self.objects: LRU[str, bytes] = LRU(100_000, cache_bytes)
@@ -45,7 +45,7 @@ class Caches:
         #: (thread, ns, channel) -> the blob entry of the channel's latest version this
         #: saver wrote or read: the next version usually extends it (a message list),
         #: so its blobs are re-used after verification.
-        self.latest: LRU[tuple[str, str, str], list[Any]] = LRU(50_000, cache_bytes, ttl=ttl)
+        self.latest: LRU[tuple[str, str, str], Blobs] = LRU(50_000, cache_bytes, ttl=ttl)
 
     def forget_thread(self, thread_id: str, prefix: str) -> None:
         """Drop everything about a thread (whose objects live under ``prefix``)."""
@@ -120,11 +120,6 @@ class SaverCore(BaseCheckpointSaver[str]):
     def now_ms(self) -> int:
         """The saver clock in milliseconds, as the index records times."""
         return int(self.clock() * 1000)
-
-    def request_region(self) -> str | None:
-        """The region requests go to, for messages: as configured, else the client's."""
-        ddb = getattr(self, "_ddb", None)
-        return self.region_name or getattr(getattr(ddb, "meta", None), "region_name", None)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions as ``InMemorySaver`` makes them: a counter plus a random tail.

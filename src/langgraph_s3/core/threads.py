@@ -10,17 +10,19 @@ thread owns them, so one thread id never reaches another thread's objects.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import schema, values
 from langgraph_s3.core.config import thread_value
 from langgraph_s3.core.history import kept_chain
-from langgraph_s3.core.index import delete_items, put_items, read_all, thread_items
+from langgraph_s3.core.index import DeleteHead, Item, Query, RunQuery, UnlinkParent
 from langgraph_s3.core.objects import delete_objects, list_keys, object_key, read_envelopes
-from langgraph_s3.core.schema import GSI_RUN, PK, SK, Row, b, n, s
+from langgraph_s3.core.paging import delete_items, put_items, read_all, thread_items
+from langgraph_s3.core.schema import PK, Row, b, n, pk_of, s
 from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
-from langgraph_s3.operations import Ddb, Flow, S3Copy, S3Put, perform, perform_all, response
+from langgraph_s3.operations import Flow, S3Copy, S3Put, perform, perform_all
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -49,45 +51,23 @@ def delete_for_runs(core: SaverCore, run_ids: Sequence[str]) -> Flow[None]:
     for run_id in dict.fromkeys(run_ids):
         if not isinstance(run_id, str):
             raise InvalidConfigError(f"run id must be a string, got {run_id!r}")
-        hits = yield from read_all(
-            {
-                "TableName": core.table,
-                "IndexName": GSI_RUN,
-                "KeyConditionExpression": "#r = :r",
-                "ExpressionAttributeNames": {"#r": schema.RUN},
-                "ExpressionAttributeValues": {":r": s(run_id)},
-            }
-        )
-        hits = [h for h in hits if core.layout.owns_pk(h[PK]["S"])]
-        if not hits:
+        hits = yield from read_all(RunQuery(core.table, run_id))
+        refs = [schema.checkpoint_ref(h) for h in hits if core.layout.owns_pk(pk_of(h))]
+        if not refs:
             continue
         # The index projects only keys; read the items (and their writes).
         pages = yield from perform_all(
             [
-                Ddb(
-                    "query",
-                    {
-                        "TableName": core.table,
-                        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-                        "ExpressionAttributeValues": {
-                            ":pk": h[PK],
-                            ":lo": h[SK],
-                            ":hi": s(h[SK]["S"] + "#x"),
-                        },
-                        "ConsistentRead": True,
-                    },
-                )
-                for h in hits
+                Query(core.table, pk, between=(sk, core.layout.writes_upper_of(sk)))
+                for pk, sk in refs
             ]
         )
-        items = [item for page in pages for item in response(page).get("Items", [])]
+        items = [item for page in pages for item in page.items]
         rows = [schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)]
         yield from drop_checkpoints(core, rows, items)
 
 
-def drop_checkpoints(
-    core: SaverCore, rows: Sequence[Row], all_items: Sequence[dict[str, Any]]
-) -> Flow[None]:
+def drop_checkpoints(core: SaverCore, rows: Sequence[Row], all_items: Sequence[Item]) -> Flow[None]:
     """Delete checkpoint items, their writes and objects; remove heads that named them."""
     doomed = {schema.checkpoint_ref(r.item) for r in rows}
     keys = schema.keys_of(
@@ -102,26 +82,12 @@ def drop_checkpoints(
     yield from delete_objects(core, [object_key(core, r) for r in rows if r.body is None])
     heads: dict[tuple[str, str], list[str]] = {}
     for r in rows:
-        heads.setdefault((r.item[PK]["S"], r.ns), []).append(r.checkpoint_id)
-    ops = []
-    for (pk, ns), cids in heads.items():
-        for i in range(0, len(cids), 100):
-            part = cids[i : i + 100]
-            ops.append(
-                Ddb(
-                    "delete_item",
-                    {
-                        "TableName": core.table,
-                        "Key": {PK: s(pk), SK: s(core.layout.head_sk(ns))},
-                        "ConditionExpression": "#c IN ("
-                        + ", ".join(f":c{j}" for j in range(len(part)))
-                        + ")",
-                        "ExpressionAttributeNames": {"#c": schema.CID},
-                        "ExpressionAttributeValues": {f":c{j}": s(c) for j, c in enumerate(part)},
-                    },
-                    expect=frozenset({"ConditionalCheckFailedException"}),
-                )
-            )
+        heads.setdefault((pk_of(r.item), r.ns), []).append(r.checkpoint_id)
+    ops = [
+        DeleteHead(core.table, pk, core.layout.head_sk(ns), tuple(cids[i : i + 100]))
+        for (pk, ns), cids in heads.items()
+        for i in range(0, len(cids), 100)
+    ]
     if ops:
         yield ops
 
@@ -132,19 +98,8 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     dst = thread_value(target_thread_id)
     if src == dst:
         raise InvalidConfigError("copy_thread needs two different thread ids")
-    existing = yield from perform(
-        Ddb(
-            "query",
-            {
-                "TableName": core.table,
-                "KeyConditionExpression": "pk = :pk",
-                "ExpressionAttributeValues": {":pk": s(core.layout.pk(dst))},
-                "Limit": 1,
-                "ConsistentRead": True,
-            },
-        )
-    )
-    if response(existing).get("Items"):
+    existing = yield from perform(Query(core.table, core.layout.pk(dst), limit=1))
+    if existing.items:
         raise ThreadExistsError(
             f"thread {dst!r} already has checkpoints; delete it first or copy to a new id"
         )
@@ -188,9 +143,7 @@ def _rewrite_checkpoints(
         envs = yield from read_envelopes(core, batch)
         puts = []
         for row, env in zip(batch, envs, strict=True):
-            body = values.frame_body(
-                core, {**{k: v for k, v in env.items() if k != "_key"}, "th": dst}
-            )
+            body = values.frame_body(core, replace(env, thread_id=dst))
             digest = codec.digest(body)
             new_item = {
                 **row.item,
@@ -248,19 +201,7 @@ def _unlink_parents(core: SaverCore, rows: Sequence[Row]) -> Flow[None]:
     take the parent from the index item.
     """
     ops = [
-        Ddb(
-            "update_item",
-            {
-                "TableName": core.table,
-                "Key": {PK: r.item[PK], SK: r.item[SK]},
-                "UpdateExpression": "REMOVE #p",
-                "ConditionExpression": "#p = :p",
-                "ExpressionAttributeNames": {"#p": schema.PARENT},
-                "ExpressionAttributeValues": {":p": s(r.parent_id or "")},
-            },
-            expect=frozenset({"ConditionalCheckFailedException"}),
-        )
-        for r in rows
+        UnlinkParent(core.table, *schema.checkpoint_ref(r.item), r.parent_id or "") for r in rows
     ]
     if ops:
         yield ops

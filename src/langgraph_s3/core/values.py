@@ -1,8 +1,8 @@
 """How a value is stored: serialized, then inline in its envelope or as blobs.
 
-A value entry is ``["i", type, bytes]`` (inline) or ``["r", type, digests, sizes,
-head, stable]``: the value's bytes are ``head`` followed by the blobs, in order,
-and the first ``stable`` blobs end at content boundaries (:func:`chunking.plan`).
+A value's entry is :class:`~langgraph_s3.core.entries.Inline` or
+:class:`~langgraph_s3.core.entries.Blobs` (its bytes are ``head`` followed by the
+blobs, the first ``stable`` of them ending at content boundaries: :func:`chunking.plan`).
 Checkpoint bodies that fit go into their index item (:func:`fit_in_index`).
 See docs/layout.md ("Inline or blob", "Where the checkpoint body lives").
 """
@@ -10,12 +10,15 @@ See docs/layout.md ("Inline or blob", "Where the checkpoint body lives").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import chunking, codec
+from langgraph_s3.core.entries import Blobs, Entry, Envelope, Inline
 from langgraph_s3.errors import CorruptObjectError, SerializationError
+from langgraph_s3.keys import Layout
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -73,8 +76,8 @@ def encode_value(
     value: Any,
     what: str,
     inline_limit: int,
-    previous: Sequence[Any] | None = None,
-) -> tuple[list[Any], dict[str, bytes]]:
+    previous: Entry | None = None,
+) -> tuple[Entry, dict[str, bytes]]:
     """A value entry, and the blobs it needs uploaded (key -> framed body).
 
     ``previous`` is the entry this value probably extends; it only saves work,
@@ -82,18 +85,20 @@ def encode_value(
     """
     type_, data = serialize(core, value, what)
     if len(data) <= inline_limit:
-        return ["i", type_, data], {}
+        return Inline(type_, data), {}
     return blob_entry(core, thread_id, type_, data, previous)
 
 
 def blob_entry(
-    core: SaverCore, thread_id: str, type_: str, data: bytes, previous: Sequence[Any] | None
-) -> tuple[list[Any], dict[str, bytes]]:
+    core: SaverCore, thread_id: str, type_: str, data: bytes, previous: Entry | None
+) -> tuple[Blobs, dict[str, bytes]]:
     """The blob entry of serialized bytes, and the blobs not known to exist yet."""
     head, body = chunking.split_head(type_, data)
     hint = None
-    if previous is not None and previous[0] == "r" and previous[1] == type_:
-        hint = chunking.Previous(previous[2], previous[3], stable_count(previous))
+    if isinstance(previous, Blobs) and previous.type == type_:
+        hint = chunking.Previous(
+            list(previous.digests), list(previous.sizes), previous.stable_count()
+        )
     planned, stable = chunking.plan(body, hint)
     uploads: dict[str, bytes] = {}
     for chunk in planned:
@@ -103,44 +108,43 @@ def blob_entry(
         if key not in core.caches.known_blobs and key not in uploads:
             uploads[key] = codec.frame(codec.KIND_BLOB, chunk.data, core.compression_level)
             core.caches.objects.put(key, chunk.data, chunk.size)
-    digests = [c.digest for c in planned]
-    sizes = [c.size for c in planned]
-    return ["r", type_, digests, sizes, head, stable], uploads
+    digests = tuple(c.digest for c in planned)
+    sizes = tuple(c.size for c in planned)
+    return Blobs(type_, digests, sizes, head, stable), uploads
 
 
-def entry_keys(core: SaverCore, thread_id: str, entry: Sequence[Any]) -> list[str]:
+def entry_keys(core: SaverCore, thread_id: str, entry: Entry) -> list[str]:
     """The blob keys a value entry reads."""
-    if entry[0] == "r":
-        return [core.layout.blob_key(thread_id, d.hex()) for d in entry[2]]
+    return entry_keys_in(core.layout.thread_prefix(thread_id), entry)
+
+
+def entry_keys_in(folder: str, entry: Entry) -> list[str]:
+    """The blob keys a value entry of the thread whose folder is ``folder`` reads."""
+    if isinstance(entry, Blobs):
+        return [Layout.blob_key_in(folder, d.hex()) for d in entry.digests]
     return []
 
 
 def decode_value(
     core: SaverCore,
     thread_id: str,
-    entry: Sequence[Any],
+    entry: Entry,
     payloads: Mapping[str, bytes],
     what: str,
     key: str,
 ) -> Any:
     """The value of an entry, its blobs taken from ``payloads``; ``key`` names its home."""
-    try:
-        kind = entry[0]
-        if kind == "i":
-            return deserialize(core, entry[1], entry[2], what, key)
-        if kind == "r":
-            data = entry[4] + b"".join(payloads[k] for k in entry_keys(core, thread_id, entry))
-            if len(data) != len(entry[4]) + sum(entry[3]):
-                raise CorruptObjectError(f"{what} in {key!r}: blob sizes do not add up", key=key)
-            return deserialize(core, entry[1], data, what, key)
-    except (IndexError, TypeError, KeyError) as exc:
-        raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key) from exc
-    raise CorruptObjectError(f"{what} in {key!r} has unknown entry kind {kind!r}", key=key)
+    if isinstance(entry, Inline):
+        return deserialize(core, entry.type, entry.data, what, key)
+    data = entry.head + b"".join(payloads[k] for k in entry_keys(core, thread_id, entry))
+    if len(data) != len(entry.head) + sum(entry.sizes):
+        raise CorruptObjectError(f"{what} in {key!r}: blob sizes do not add up", key=key)
+    return deserialize(core, entry.type, data, what, key)
 
 
-def frame_body(core: SaverCore, envelope: Mapping[str, Any]) -> bytes:
+def frame_body(core: SaverCore, envelope: Envelope) -> bytes:
     """A checkpoint envelope as the bytes of its object."""
-    return codec.frame(codec.KIND_CHECKPOINT, codec.pack(envelope), core.compression_level)
+    return codec.frame(codec.KIND_CHECKPOINT, codec.pack(envelope.wire()), core.compression_level)
 
 
 def in_index(core: SaverCore, body: bytes) -> bool:
@@ -152,10 +156,10 @@ def fit_in_index(
     core: SaverCore,
     thread_id: str,
     ns: str,
-    envelope: dict[str, Any],
+    envelope: Envelope,
     body: bytes,
     uploads: dict[str, bytes],
-    fresh: dict[str, list[Any]],
+    fresh: dict[str, Entry],
 ) -> bytes:
     """Move the largest inline values to blobs until the body fits in the index.
 
@@ -166,27 +170,26 @@ def fit_in_index(
     the body goes to S3 either way, and moved values would only add PUTs.
     ``envelope``, ``uploads`` and ``fresh`` are updated when values move.
     """
-    entries: dict[str, list[Any]] = envelope["ch"]
-    movable = sorted(
-        (name for name, e in entries.items() if e[0] == "i" and len(e[2]) >= MIN_MOVED),
-        key=lambda name: -len(entries[name][2]),
-    )
+    entries = envelope.channels
+    inline = {
+        n: e for n, e in entries.items() if isinstance(e, Inline) and len(e.data) >= MIN_MOVED
+    }
+    movable = sorted(inline, key=lambda name: -len(inline[name].data))
     if not movable or core.index_inline_limit == 0:
         return body
     # First, cheaply, the body with every candidate moved (each as the one-blob
     # reference it would get without a hint): if even that does not fit, stop.
-    shapes = {name: blob_shape(entries[name][1], entries[name][2]) for name in movable}
-    if not in_index(core, frame_body(core, {**envelope, "ch": {**entries, **shapes}})):
+    shapes = {name: blob_shape(inline[name].type, inline[name].data) for name in movable}
+    if not in_index(core, frame_body(core, replace(envelope, channels={**entries, **shapes}))):
         return body
-    moved: dict[str, list[Any]] = {}
+    moved: dict[str, Entry] = {}
     added: dict[str, bytes] = {}
     for name in movable:
-        type_, data = entries[name][1], entries[name][2]
         latest = core.caches.latest.get((thread_id, ns, name))
-        entry, blobs = blob_entry(core, thread_id, type_, data, latest)
+        entry, blobs = blob_entry(core, thread_id, inline[name].type, inline[name].data, latest)
         moved[name] = entry
         added.update(blobs)
-        candidate = frame_body(core, {**envelope, "ch": {**entries, **moved}})
+        candidate = frame_body(core, replace(envelope, channels={**entries, **moved}))
         if in_index(core, candidate):
             entries.update(moved)
             fresh.update(moved)
@@ -195,30 +198,23 @@ def fit_in_index(
     return body
 
 
-def remember_latest(core: SaverCore, thread_id: str, ns: str, name: str, entry: list[Any]) -> None:
+def remember_latest(core: SaverCore, thread_id: str, ns: str, name: str, entry: Entry) -> None:
     """Keep a channel's blob entry as the hint its next version is chunked against."""
-    if entry[0] == "r":
+    if isinstance(entry, Blobs):
         core.caches.latest.put((thread_id, ns, name), entry, entry_size(entry))
 
 
-def blob_shape(type_: str, data: bytes) -> list[Any]:
+def blob_shape(type_: str, data: bytes) -> Blobs:
     """The entry a value up to the chunking threshold gets as one blob (no upload)."""
     head, body = chunking.split_head(type_, data)
-    return ["r", type_, [codec.digest_bytes(body)], [len(body)], head, 0]
+    return Blobs(type_, (codec.digest_bytes(body),), (len(body),), head, 0)
 
 
-def stable_count(entry: Sequence[Any]) -> int:
-    """How many leading blobs of an entry end at content boundaries."""
-    # Entries written before pieces existed were plain FastCDC output: every chunk
-    # but the last ended at a content boundary.
-    if len(entry) > 5 and isinstance(entry[5], int):
-        return max(0, min(entry[5], len(entry[2])))
-    return max(0, len(entry[2]) - 1)
-
-
-def entry_size(entry: Sequence[Any]) -> int:
+def entry_size(entry: Entry) -> int:
     """Approximate memory of an entry, for the caches' byte bounds."""
-    return len(entry[2]) + 64 if entry[0] == "i" else 64 + 40 * len(entry[2]) + len(entry[4])
+    if isinstance(entry, Inline):
+        return len(entry.data) + 64
+    return 64 + 40 * len(entry.digests) + len(entry.head)
 
 
 def writes_value(writes: Sequence[tuple[str, Any]], widx: int, channel: str) -> Any:
@@ -232,7 +228,7 @@ def writes_value(writes: Sequence[tuple[str, Any]], widx: int, channel: str) -> 
 
 def cached_entry(
     core: SaverCore, thread_id: str, ns: str, name: str, version: object
-) -> list[Any] | None:
+) -> Entry | None:
     """The entry cached for a channel at ``version``, if any (see ``cache_entry``)."""
     if not _names_one_value(version):
         return None
@@ -240,7 +236,7 @@ def cached_entry(
 
 
 def cache_entry(
-    core: SaverCore, thread_id: str, ns: str, name: str, version: object, entry: list[Any]
+    core: SaverCore, thread_id: str, ns: str, name: str, version: object, entry: Entry
 ) -> None:
     """Cache a channel's entry under its version, so a later put whose channel did not
     move re-uses it instead of encoding the value again."""

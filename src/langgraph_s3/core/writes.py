@@ -16,14 +16,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import codec
-from langgraph_s3.core import schema
-from langgraph_s3.core.commit import not_owner, ownership_parts
+from langgraph_s3.core.commit import check_owner, ownership_parts
 from langgraph_s3.core.config import WRITE_INLINE_THRESHOLD, checkpoint_id_of, thread_ns
+from langgraph_s3.core.entries import Inline, Record
+from langgraph_s3.core.index import Transact, WritesUpdate, writes_updates
 from langgraph_s3.core.objects import upload
-from langgraph_s3.core.schema import Transaction, n, s
 from langgraph_s3.core.values import encode_value, writes_value
 from langgraph_s3.errors import InvalidConfigError, S3SaverError
-from langgraph_s3.operations import Ddb, DdbFailure, Flow, perform
+from langgraph_s3.operations import Flow, perform
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -57,39 +57,26 @@ def put_writes(
     packed = _pack_within_budget(core, thread_id, writes, records, uploads)
     yield from upload(core, uploads)
 
-    key = {
-        schema.PK: s(core.layout.pk(thread_id)),
-        schema.SK: s(core.layout.writes_sk(ns, cid, task_id)),
-    }
-    base = {"tid": s(task_id), "tp": s(task_path), "cid": s(cid), "at": n(core.now_ms())}
-    owner = ownership_parts(core, key[schema.PK])
-    for update in schema.writes_updates(core.table, key, base, packed, EXPR_BUDGET):
+    pk = core.layout.pk(thread_id)
+    sk = core.layout.writes_sk(ns, cid, task_id)
+    base = WritesUpdate(core.table, pk, sk, task_id, task_path, cid, core.now_ms(), ())
+    owner = ownership_parts(core, pk)
+    for update in writes_updates(base, packed, EXPR_BUDGET):
         if not owner:
-            yield Ddb("update_item", update)
+            yield update
             continue
         # Cross-region: the write and the ownership check in one request.
-        txn = Transaction((("writes", {"Update": update}), *owner))
-        result = yield from perform(
-            Ddb(
-                "transact_write_items",
-                txn.request(),
-                expect=frozenset({"TransactionCanceledException"}),
-            )
-        )
-        if isinstance(result, DdbFailure):
-            failed = txn.failed_checks(result)
-            if "owner" in failed:
-                raise not_owner(core, thread_id, failed["owner"])
-            raise S3SaverError(
-                f"storing writes of task {task_id!r} failed: {Transaction.codes(result)}"
-            )
+        cancelled = yield from perform(Transact((update.part(), *owner)))
+        if cancelled is not None:
+            check_owner(core, thread_id, cancelled)
+            raise S3SaverError(f"storing writes of task {task_id!r} failed: {cancelled.codes()}")
 
 
 def _encode_writes(
     core: SaverCore, thread_id: str, writes: Sequence[tuple[str, Any]], task_id: str
-) -> tuple[dict[int, list[Any]], dict[str, bytes]]:
+) -> tuple[dict[int, Record], dict[str, bytes]]:
     """Records by write index (``[channel, value entry]``) and the blobs they need."""
-    records: dict[int, list[Any]] = {}
+    records: dict[int, Record] = {}
     uploads: dict[str, bytes] = {}
     for idx, (channel, value) in enumerate(writes):
         if not isinstance(channel, str):
@@ -103,7 +90,7 @@ def _encode_writes(
             WRITE_INLINE_THRESHOLD,
         )
         uploads.update(blobs)
-        records[widx] = [channel, entry]  # a later special write replaces an earlier one
+        records[widx] = Record(channel, entry)  # a later special write replaces an earlier one
     return records, uploads
 
 
@@ -111,20 +98,20 @@ def _pack_within_budget(
     core: SaverCore,
     thread_id: str,
     writes: Sequence[tuple[str, Any]],
-    records: dict[int, list[Any]],
+    records: dict[int, Record],
     uploads: dict[str, bytes],
 ) -> dict[int, bytes]:
     """Packed records; the largest inline values move to blobs until the item fits."""
-    packed = {i: codec.pack_record(r, core.compression_level) for i, r in records.items()}
+    packed = {i: codec.pack_record(r.wire(), core.compression_level) for i, r in records.items()}
     for i in sorted(packed, key=lambda i: -len(packed[i])):
         if sum(len(p) for p in packed.values()) <= ITEM_BUDGET:
             break
-        if records[i][1][0] == "i":
-            channel = records[i][0]
+        if isinstance(records[i].entry, Inline):
+            channel = records[i].channel
             entry, blobs = encode_value(
                 core, thread_id, writes_value(writes, i, channel), f"write to {channel!r}", -1
             )
             uploads.update(blobs)
-            records[i] = [channel, entry]
-            packed[i] = codec.pack_record(records[i], core.compression_level)
+            records[i] = Record(channel, entry)
+            packed[i] = codec.pack_record(records[i].wire(), core.compression_level)
     return packed

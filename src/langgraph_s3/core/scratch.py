@@ -1,12 +1,15 @@
-"""Where the collector keeps what it has read: a scratch SQLite file, not memory.
+"""Where a whole-table flow keeps what it has read: a scratch SQLite file, not memory.
 
-A collection run needs every index item grouped by thread (to decide retention and
-to find what each thread references) and then the set of referenced object keys (to
-test each listed object against). Held in Python, both grow with the table: about
-10 KB per thread, so a million threads would not fit a Lambda function. The run
-writes them to a SQLite database in a temporary directory instead (Lambda's ``/tmp``
-or ``workdir``) and reads them back in order, so its memory stays near SQLite's page
-cache and one page of results, whatever the number of threads.
+The collector (:mod:`langgraph_s3.core.collect`) needs every index item grouped by
+thread (to decide retention and to find what each thread references) and then the
+set of referenced object keys (to test each listed object against); the inventory
+(:mod:`langgraph_s3.core.inventory`, behind ``langgraph-s3 threads``, ``stats`` and
+``verify``) needs the items by thread and the object count and bytes of each thread's
+folder. Held in Python, these grow with the table: about 10 KB per thread, so a
+million threads would not fit a Lambda function. They go to a SQLite database in a
+temporary directory instead (Lambda's ``/tmp`` or ``workdir``) and are read back in
+order, so memory stays near SQLite's page cache and one page of results, whatever the
+number of threads. The file is local disk, not AWS: flows use it directly.
 
 SQLite's ``ORDER BY pk`` also gives each thread's items together however the table
 scan returned them: nothing relies on the scan's order.
@@ -42,11 +45,13 @@ PRAGMA cache_size = -{_CACHE_KIB};
 CREATE TABLE items (pk TEXT NOT NULL, sk TEXT NOT NULL, item BLOB NOT NULL,
                     PRIMARY KEY (pk, sk)) WITHOUT ROWID;
 CREATE TABLE refs (key TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE folders (folder TEXT PRIMARY KEY, objects INTEGER NOT NULL,
+                      bytes INTEGER NOT NULL) WITHOUT ROWID;
 """
 
 
-class GcStore:
-    """The index items and referenced keys of one collection run, on local disk.
+class Scratch:
+    """Index items, referenced keys and folder sizes of one run, on local disk.
 
     Use as a context manager: leaving it deletes the file.
 
@@ -57,13 +62,13 @@ class GcStore:
     """
 
     def __init__(self, workdir: str | Path | None = None) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="langgraph-s3-gc-", dir=workdir)
-        self.path = Path(self._dir.name) / "gc.sqlite3"
+        self._dir = tempfile.TemporaryDirectory(prefix="langgraph-s3-scratch-", dir=workdir)
+        self.path = Path(self._dir.name) / "scratch.sqlite3"
         # isolation_level=None: the store opens its own transactions around batches.
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.executescript(_SCHEMA)
 
-    def __enter__(self) -> GcStore:
+    def __enter__(self) -> Scratch:
         return self
 
     def __exit__(
@@ -114,6 +119,22 @@ class GcStore:
             query = f"SELECT key FROM refs WHERE key IN ({marks})"  # placeholders only
             found.update(row[0] for row in self._db.execute(query, part))
         return found
+
+    def add_objects(self, sizes: Iterable[tuple[str, int]]) -> None:
+        """Count objects (folder, size) into their folders' totals."""
+        with self._transaction():
+            self._db.executemany(
+                "INSERT INTO folders VALUES (?, 1, ?) ON CONFLICT (folder) DO UPDATE SET "
+                "objects = objects + 1, bytes = bytes + excluded.bytes",
+                sizes,
+            )
+
+    def folder(self, folder: str) -> tuple[int, int]:
+        """How many objects a folder holds, and their bytes."""
+        row = self._db.execute(
+            "SELECT objects, bytes FROM folders WHERE folder = ?", (folder,)
+        ).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:

@@ -1,0 +1,342 @@
+"""Garbage collection and idle-thread retention, as a flow (:func:`collect_flow`).
+
+``langgraph_s3.gc.collect(saver)`` (or ``acollect``, the Lambda entry point, or
+``langgraph-s3 gc``) runs it:
+
+1. **Retention.** With ``idle_ttl``, a thread whose last write (or, with
+   ``touch_on_read``, last read) is older than ``idle_ttl`` is expired: its index
+   items are deleted. A thread paused on ``interrupt()`` is live work and is kept
+   unless ``keep_interrupted=False``.
+2. **Mark.** Every object referenced by the index: the checkpoint objects, the
+   blobs their values use and the blobs of large pending writes.
+3. **Sweep, in two phases.** An object that nothing references is *condemned*;
+   it is deleted by a later run only if it was already condemned at least
+   ``grace`` seconds earlier, is still unreferenced, and was last written more
+   than ``grace`` seconds ago. Writers upload objects before they commit, and a
+   saver trusts that a blob exists for ``cache_ttl`` seconds only, so with
+   ``grace > 2 * (cache_ttl + longest put)`` no committed checkpoint can lose an
+   object. Condemnations are kept in ``{prefix}.gc/state`` (``.`` never starts an
+   encoded thread segment, so it cannot collide with a thread).
+
+Only keys that match the saver's layout are ever considered: other objects in the
+bucket, or another saver's objects under a nested prefix, are never touched.
+See ``docs/retention.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langgraph_s3 import codec
+from langgraph_s3.core.entries import Envelope
+from langgraph_s3.core.inventory import (
+    last_activity_ms,
+    scan_items,
+    thread_id_of,
+    waiting_on_interrupt,
+)
+from langgraph_s3.core.objects import (
+    delete_objects,
+    get_objects,
+    list_pages,
+    object_key,
+    read_envelopes,
+)
+from langgraph_s3.core.paging import delete_items
+from langgraph_s3.core.schema import (
+    Row,
+    checkpoint_ref,
+    is_checkpoint_item,
+    is_writes_item,
+    keys_of,
+    parse_row,
+    parse_writes,
+    pk_of,
+    written_ms,
+)
+from langgraph_s3.core.scratch import Scratch
+from langgraph_s3.core.values import entry_keys, entry_keys_in
+from langgraph_s3.errors import InvalidConfigError, MissingObjectError, ObjectError
+from langgraph_s3.keys import THREAD_OBJECT
+from langgraph_s3.operations import Flow, S3Put
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.state import SaverCore
+
+STATE_KEY = ".gc/state"
+DEFAULT_GRACE = 3600.0
+_OBJECT_KEY = re.compile(rf"[^/]+/(?:{THREAD_OBJECT})")
+#: Checkpoints whose objects are read in one round trip while marking.
+_MARK_BATCH = 32
+#: Orphaned pending-write items deleted together.
+_ORPHAN_BATCH = 1000
+
+#: ``(stage, done, total)``: stages ``scan``, ``mark``, ``sweep``; total 0 when not known.
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class GcReport:
+    """What a collection run did (or, with ``dry_run``, would do)."""
+
+    dry_run: bool
+    threads: int = 0
+    threads_expired: list[str] = field(default_factory=list)
+    threads_kept_interrupted: list[str] = field(default_factory=list)
+    objects: int = 0
+    objects_referenced: int = 0
+    objects_condemned: int = 0
+    objects_deleted: int = 0
+    bytes_deleted: int = 0
+    orphan_writes: int = 0
+    errors: list[str] = field(default_factory=list)
+    #: Size of the run's scratch file on local disk at its end (size ``/tmp`` by it).
+    scratch_bytes: int = 0
+
+    def summary(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        return (
+            f"{self.threads} thread(s), {len(self.threads_expired)} expired"
+            f" ({len(self.threads_kept_interrupted)} kept: waiting on an interrupt); "
+            f"{self.objects} object(s), {self.objects_referenced} referenced, "
+            f"{self.objects_condemned} condemned (waiting out the grace period), "
+            f"{verb} {self.objects_deleted} ({self.bytes_deleted} bytes) and "
+            f"{self.orphan_writes} pending-write item(s) of checkpoints never committed"
+            + (f"; {len(self.errors)} error(s)" if self.errors else "")
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+def collect_flow(
+    core: SaverCore,
+    *,
+    grace: float = DEFAULT_GRACE,
+    idle_ttl: float | None = None,
+    keep_interrupted: bool = True,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    workdir: str | None = None,
+) -> Flow[GcReport]:
+    """The collection run as a flow (see the module docstring).
+
+    The index items and the referenced keys are kept on local disk in ``workdir``
+    (default: the temporary directory) while the run lasts, so its memory does not
+    grow with the number of threads (see :mod:`langgraph_s3.core.scratch`).
+    """
+    # Written so that NaN fails too (every comparison with it is False).
+    if not grace >= 0 or (idle_ttl is not None and not idle_ttl > 0):
+        raise InvalidConfigError(
+            f"grace must be >= 0 and idle_ttl > 0 seconds, got grace={grace!r}, "
+            f"idle_ttl={idle_ttl!r}"
+        )
+    with Scratch(workdir) as store:
+        run = _Run(core, core.clock(), grace, dry_run, GcReport(dry_run=dry_run), progress, store)
+        yield from scan_items(core, run.keep)
+        run.report.threads = store.thread_count()
+        yield from _mark(run, idle_ttl, keep_interrupted)
+        yield from _sweep(run, tuple(run.protected))
+        run.report.scratch_bytes = store.size()
+    return run.report
+
+
+@dataclass
+class _Run:
+    """One collection: where, when, how, and what it found."""
+
+    core: SaverCore
+    now: float
+    grace: float
+    dry_run: bool
+    report: GcReport
+    progress: Progress | None
+    store: Scratch
+    scanned: int = 0
+    #: Thread folders the sweep spares: something in them could not be read.
+    protected: list[str] = field(default_factory=list)
+
+    def tick(self, stage: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(stage, done, total)
+
+    def keep(self, items: list[dict[str, Any]]) -> None:
+        """A page of the table scan: into the store."""
+        self.store.add_items(items)
+        self.scanned += len(items)
+        self.tick("scan", self.scanned, 0)  # 0: the total is not known
+
+
+def _expired(
+    run: _Run, items: list[dict[str, Any]], idle_ttl: float, keep_interrupted: bool
+) -> bool:
+    """Whether retention expires this thread (and records the decision)."""
+    if run.now * 1000 - last_activity_ms(items) <= idle_ttl * 1000:
+        return False
+    thread_id = thread_id_of(run.core.layout, items)
+    if keep_interrupted and waiting_on_interrupt(items):
+        run.report.threads_kept_interrupted.append(thread_id)
+        return False
+    run.report.threads_expired.append(thread_id)
+    return True
+
+
+def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[None]:
+    """Thread by thread: expire it (retention), or record every object it references.
+
+    Thread folders whose references are unknown (something unreadable) go to
+    ``run.protected``; the sweep spares them. An expired thread's index items are deleted
+    and its objects are left unreferenced, so the sweep treats them as garbage.
+    """
+    rows: list[Row] = []
+    orphans: list[dict[str, Any]] = []
+    total = run.report.threads
+    for done, items in enumerate(run.store.threads(), 1):
+        if idle_ttl is not None and _expired(run, items, idle_ttl, keep_interrupted):
+            if not run.dry_run:
+                yield from delete_items(run.core, keys_of(items))
+        else:
+            rows.extend(_mark_thread(run, items, orphans))
+        while len(rows) >= _MARK_BATCH:  # a long history is read a batch at a time too
+            yield from _mark_checkpoints(run, rows[:_MARK_BATCH])
+            rows = rows[_MARK_BATCH:]
+        if len(orphans) >= _ORPHAN_BATCH:
+            yield from _drop_orphans(run, orphans)
+            orphans = []
+        run.tick("mark", done, total)
+    yield from _mark_checkpoints(run, rows)
+    yield from _drop_orphans(run, orphans)
+
+
+def _drop_orphans(run: _Run, orphans: list[dict[str, Any]]) -> Flow[None]:
+    """Count (and unless dry-running, delete) pending-write items of checkpoints that
+    never committed."""
+    run.report.orphan_writes += len(orphans)
+    if orphans and not run.dry_run:
+        yield from delete_items(run.core, orphans)
+
+
+def _mark_thread(
+    run: _Run, items: list[dict[str, Any]], orphans: list[dict[str, Any]]
+) -> list[Row]:
+    """Record what a thread's pending writes reference; its checkpoint rows (whose
+    objects are read in batches); orphaned writes items go to ``orphans``."""
+    committed = {checkpoint_ref(i) for i in items if is_checkpoint_item(i)}
+    # The folder from the partition key: a thread with only writes items so far has
+    # no item naming its raw id, and a long id's key segment is a hash of it.
+    folder = run.core.layout.folder_of_pk(pk_of(items[0]))
+    rows, referenced = [], []
+    for item in items:
+        if is_checkpoint_item(item):
+            rows.append(parse_row(item))
+        elif is_writes_item(item):
+            # Writes for a checkpoint that never committed (LangGraph saves task
+            # writes while the checkpoint's own put is still in flight, and that
+            # put may fail) are garbage once they are older than the grace period.
+            written = written_ms(item) / 1000
+            if checkpoint_ref(item) not in committed and run.now - written >= run.grace:
+                orphans.extend(keys_of([item]))
+                continue
+            try:
+                records = parse_writes(item).records
+            except ObjectError as exc:
+                _protect(run, folder, exc)  # what it references is unknown
+                continue
+            for _, rec in records:
+                referenced.extend(entry_keys_in(folder, rec.entry))
+    run.store.reference(referenced)  # one transaction per thread
+    return rows
+
+
+def _mark_checkpoints(run: _Run, rows: list[Row]) -> Flow[None]:
+    """Record what a batch of checkpoints references (their objects and value blobs)."""
+    if not rows:
+        return
+    try:
+        envs: list[Envelope | None] = list((yield from read_envelopes(run.core, rows)))
+    except ObjectError:
+        envs = []
+        for row in rows:  # find which ones failed
+            try:
+                envs.append((yield from read_envelopes(run.core, [row]))[0])
+            except ObjectError as exc:
+                envs.append(None)
+                _protect(run, run.core.layout.thread_prefix(row.thread_id), exc)
+    referenced = [object_key(run.core, row) for row in rows]
+    for row, env in zip(rows, envs, strict=True):
+        if env is not None:
+            for entry in env.channels.values():
+                referenced.extend(entry_keys(run.core, row.thread_id, entry))
+    run.store.reference(referenced)  # one transaction per batch
+
+
+def _sweep(run: _Run, protected: tuple[str, ...]) -> Flow[None]:
+    """Condemn unreferenced objects; delete those condemned for ``grace`` already.
+
+    The prefix is listed a page at a time; each page's doomed objects are deleted
+    before the next page is read.
+    """
+    core = run.core
+    state_key = core.layout.prefix + STATE_KEY
+    state_body = (yield from get_objects(core, [state_key]))[0]
+    before: dict[str, float] = (
+        json.loads(codec.unframe(state_body, key=state_key, kind=codec.KIND_BLOB))
+        if state_body
+        else {}
+    )
+    now: dict[str, float] = {}
+
+    def sweep_page(listing: list[tuple[str, float, int]]) -> Flow[None]:
+        doomed = _judge(run, listing, protected, before, now)
+        if doomed and not run.dry_run:
+            yield from delete_objects(core, doomed)
+        run.tick("sweep", run.report.objects, 0)
+
+    yield from list_pages(core, core.layout.prefix, sweep_page)
+    run.report.objects_condemned = len(now)
+    if not run.dry_run:
+        yield S3Put(state_key, codec.frame(codec.KIND_BLOB, json.dumps(now).encode(), 3))
+
+
+def _judge(
+    run: _Run,
+    listing: list[tuple[str, float, int]],
+    protected: tuple[str, ...],
+    before: dict[str, float],
+    now: dict[str, float],
+) -> list[str]:
+    """One listing page: count its objects, condemn the unreferenced ones (into
+    ``now``) and return those whose grace has run out."""
+    report, prefix = run.report, run.core.layout.prefix
+    ours = [(k, m, z) for k, m, z in listing if _OBJECT_KEY.fullmatch(k[len(prefix) :])]
+    referenced = run.store.referenced([k for k, _, _ in ours])
+    doomed = []
+    for key, modified, size in ours:
+        report.objects += 1
+        if key in referenced or key.startswith(protected):
+            report.objects_referenced += 1
+            continue
+        since = before.get(key, run.now)
+        if run.now - since >= run.grace and run.now - modified >= run.grace:
+            doomed.append(key)
+            report.objects_deleted += 1
+            report.bytes_deleted += size
+        else:
+            now[key] = since
+    return doomed
+
+
+def _protect(run: _Run, folder: str, exc: ObjectError) -> None:
+    """Something a thread stores is unreadable, so its references are unknown: spare
+    its folder this run.
+
+    A missing object usually means prune/delete removed the checkpoint after the
+    index was read; anything else is damage worth reporting.
+    """
+    run.protected.append(folder)
+    if not isinstance(exc, MissingObjectError):
+        run.report.errors.append(str(exc))

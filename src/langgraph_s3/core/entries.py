@@ -1,0 +1,182 @@
+"""What a stored value entry, a pending-write record and a checkpoint envelope hold.
+
+These are the saver's own structures inside checkpoint objects and pending-write
+records (docs/layout.md, "The checkpoint object" and "Pending writes"). On the wire
+they are msgpack arrays and maps, read by position; in the code they are the typed
+values below, converted at the edge (``wire`` / ``*_from_wire``) so that what is
+written stays byte for byte what older releases wrote and read.
+
+- :class:`Inline`: ``["i", type, bytes]``, a value kept in its envelope or record.
+- :class:`Blobs`: ``["r", type, digests, sizes, head, stable]``, a value stored as
+  content-addressed blobs: its bytes are ``head`` followed by the blobs in order, and
+  the first ``stable`` blobs end at content boundaries (``chunking.plan``). Entries
+  written before pieces existed have no ``stable``.
+- :class:`Record`: ``[channel, entry]``, one pending write.
+- :class:`Envelope`: the map a checkpoint object (or index body) holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph_s3.errors import CorruptObjectError
+
+
+@dataclass(frozen=True)
+class Inline:
+    """A value stored inline: its serializer type and bytes."""
+
+    type: str
+    data: bytes = field(repr=False)
+
+    def wire(self) -> list[Any]:
+        return ["i", self.type, self.data]
+
+
+@dataclass(frozen=True)
+class Blobs:
+    """A value stored as blobs (see the module docstring)."""
+
+    type: str
+    digests: tuple[bytes, ...]
+    sizes: tuple[int, ...]
+    head: bytes = field(repr=False)
+    #: Leading blobs that end at content boundaries; None in entries written before
+    #: pieces existed, where every blob but the last did.
+    stable: int | None = None
+
+    def wire(self) -> list[Any]:
+        out = ["r", self.type, list(self.digests), list(self.sizes), self.head]
+        return out if self.stable is None else [*out, self.stable]
+
+    def stable_count(self) -> int:
+        """How many leading blobs end at content boundaries."""
+        if self.stable is None:
+            return max(0, len(self.digests) - 1)
+        return max(0, min(self.stable, len(self.digests)))
+
+
+Entry = Inline | Blobs
+
+
+def entry_from_wire(raw: Any, what: str, key: str) -> Entry:
+    """An entry as stored; a malformed one is a CorruptObjectError naming ``what``
+    (the channel or write) and ``key`` (where it is stored)."""
+    kind = raw[0] if isinstance(raw, list | tuple) and raw else None
+    try:
+        if kind == "i" and len(raw) == 3:
+            return Inline(_text(raw[1]), _bytes(raw[2]))
+        if kind == "r" and len(raw) in (5, 6):
+            digests = tuple(_bytes(d) for d in raw[2])
+            sizes = tuple(_int(z) for z in raw[3])
+            stable = _int(raw[5]) if len(raw) == 6 else None
+            return Blobs(_text(raw[1]), digests, sizes, _bytes(raw[4]), stable)
+    except (TypeError, ValueError) as exc:
+        raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key) from exc
+    if kind in ("i", "r"):
+        raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key)
+    raise CorruptObjectError(f"{what} in {key!r} has unknown entry kind {kind!r}", key=key)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _bytes(value: Any) -> bytes:
+    if not isinstance(value, bytes):
+        raise TypeError(value)
+    return value
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Record:
+    """One pending write: the channel written and the value's entry."""
+
+    channel: str
+    entry: Entry
+
+    def wire(self) -> list[Any]:
+        return [self.channel, self.entry.wire()]
+
+
+def record_from_wire(raw: Any, key: str) -> Record:
+    """A pending-write record as stored (``[channel, entry]``)."""
+    if not isinstance(raw, list | tuple) or len(raw) != 2 or not isinstance(raw[0], str):
+        raise CorruptObjectError(f"record {key!r} is not a pending write", key=key)
+    return Record(raw[0], entry_from_wire(raw[1], f"write to channel {raw[0]!r}", key))
+
+
+#: Envelope fields on the wire, in the order they are written.
+_FIELDS = ("f", "th", "ns", "id", "p", "cp", "md", "ch")
+
+
+@dataclass
+class Envelope:
+    """A checkpoint as its object stores it: ids, the serialized checkpoint (without
+    its values) and metadata, and one entry per stored channel.
+
+    ``key`` names where it was read from (for errors); it is not stored.
+    """
+
+    format: int | None
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    checkpoint: tuple[str, bytes]
+    metadata: tuple[str, bytes]
+    channels: dict[str, Entry]
+    key: str = ""
+
+    def wire(self) -> dict[str, Any]:
+        """The map to pack (field order as every release wrote it)."""
+        out: dict[str, Any] = {} if self.format is None else {"f": self.format}
+        return out | {
+            "th": self.thread_id,
+            "ns": self.ns,
+            "id": self.checkpoint_id,
+            "p": self.parent_id,
+            "cp": list(self.checkpoint),
+            "md": list(self.metadata),
+            "ch": {name: entry.wire() for name, entry in self.channels.items()},
+        }
+
+    def blob_references(self) -> int:
+        """How many blobs the channel entries name (counting repeats)."""
+        return sum(len(e.digests) for e in self.channels.values() if isinstance(e, Blobs))
+
+
+def envelope_from_wire(raw: Any, key: str) -> Envelope:
+    """An envelope as unpacked from a checkpoint object or index body."""
+    if not isinstance(raw, Mapping) or any(f not in raw for f in _FIELDS[1:]):
+        raise CorruptObjectError(f"checkpoint object {key!r} is not a checkpoint", key=key)
+    try:
+        channels = {
+            _text(name): entry_from_wire(entry, f"channel {name!r}", key)
+            for name, entry in raw["ch"].items()
+        }
+        return Envelope(
+            format=None if "f" not in raw else _int(raw["f"]),
+            thread_id=_text(raw["th"]),
+            ns=_text(raw["ns"]),
+            checkpoint_id=_text(raw["id"]),
+            parent_id=None if raw["p"] is None else _text(raw["p"]),
+            checkpoint=(_text(raw["cp"][0]), _bytes(raw["cp"][1])),
+            metadata=(_text(raw["md"][0]), _bytes(raw["md"][1])),
+            channels=channels,
+            key=key,
+        )
+    except (TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise CorruptObjectError(
+            f"checkpoint object {key!r} holds a malformed envelope", key=key
+        ) from exc

@@ -1,0 +1,348 @@
+"""Requests that write the index: the commit transaction and its parts, pending
+writes, batches, conditional updates."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from langgraph_s3.core.index.items import Item, Key, key
+from langgraph_s3.core.schema import (
+    AT,
+    CID,
+    NS,
+    OWNER_SK,
+    PARENT,
+    PK,
+    READ_AT,
+    REGION,
+    SK,
+    TASK_ID,
+    TASK_PATH,
+    THREAD,
+    b,
+    n,
+    record_attr,
+    s,
+)
+from langgraph_s3.operations import IndexRequest
+
+_CHECK_FAILED = "ConditionalCheckFailedException"
+TXN_CANCELLED = "TransactionCanceledException"
+IDEMPOTENT_MISMATCH = "IdempotentParameterMismatchException"
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """A transaction DynamoDB refused (``code``), with a reason per part, by role."""
+
+    code: str
+    roles: tuple[str, ...]
+    reasons: tuple[Mapping[str, Any], ...]
+
+    def failed_checks(self) -> dict[str, Mapping[str, Any]]:
+        """Role -> cancellation reason, for each part whose condition failed."""
+        return {
+            role: reason
+            for role, reason in zip(self.roles, self.reasons, strict=False)
+            if reason.get("Code") == "ConditionalCheckFailed"
+        }
+
+    def codes(self) -> list[str | None]:
+        """The cancellation reason codes, in request order."""
+        return [r.get("Code") for r in self.reasons]
+
+
+#: One part of a transaction: its role (``put``, ``head``, ``owner``, ``writes``)
+#: and its TransactItem.
+Part = tuple[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Transact(IndexRequest["Cancelled | None"]):
+    """TransactWriteItems. Result: None when committed, else :class:`Cancelled`.
+
+    DynamoDB gives its cancellation reasons as a list in request order; naming each
+    part by its role when the request is built keeps the decoding beside the
+    positions it depends on.
+    """
+
+    parts: tuple[Part, ...]
+    token: str | None = None
+    expect: frozenset[str] = frozenset({TXN_CANCELLED})
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        params: dict[str, Any] = {"TransactItems": [part for _, part in self.parts]}
+        if self.token is not None:
+            params["ClientRequestToken"] = self.token
+        return "transact_write_items", params
+
+    def result(self, response: Mapping[str, Any]) -> Cancelled | None:
+        return None
+
+    def refused(self, code: str, response: Mapping[str, Any]) -> Cancelled | None:
+        reasons = tuple(response.get("CancellationReasons") or ())
+        return Cancelled(code, tuple(role for role, _ in self.parts), reasons)
+
+    def without(self, role: str, token: str | None) -> Transact:
+        """The same transaction without its ``role`` parts (and a new token)."""
+        return replace(self, parts=tuple(p for p in self.parts if p[0] != role), token=token)
+
+
+def put_part(table: str, item: Item) -> Part:
+    """The ``put`` part of a commit: the checkpoint item."""
+    return ("put", {"Put": {"TableName": table, "Item": item}})
+
+
+def head_part(
+    table: str, item: Mapping[str, Any], head_sk: str, expected: str | None, guarded: bool
+) -> Part:
+    """The ``head`` part of a commit: move a namespace's head to the checkpoint ``item``.
+
+    A guarded continuation moves it only from ``expected`` (its parent; ``None``:
+    only if the namespace has no head yet); a fork moves it only forward.
+    """
+    head: dict[str, Any] = {
+        "TableName": table,
+        "Key": {PK: item[PK], SK: s(head_sk)},
+        "UpdateExpression": "SET #c = :c, #th = :th, #ns = :ns, #at = :at",
+        "ExpressionAttributeNames": {"#c": CID, "#th": THREAD, "#ns": NS, "#at": AT},
+        "ExpressionAttributeValues": {
+            ":c": item[CID],
+            ":th": item[THREAD],
+            ":ns": item[NS],
+            ":at": item[AT],
+        },
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    if guarded and expected is None:
+        head["ConditionExpression"] = "attribute_not_exists(#c)"
+    elif guarded:
+        head["ConditionExpression"] = "attribute_not_exists(#c) OR #c = :p"
+        head["ExpressionAttributeValues"][":p"] = s(str(expected))
+    else:
+        head["ConditionExpression"] = "attribute_not_exists(#c) OR #c <= :c"
+    return ("head", {"Update": head})
+
+
+def owner_part(table: str, pk: str, region: str, *, home: bool) -> Part:
+    """The ``owner`` part of a write: this region owns the thread.
+
+    The home region owns every thread no other region has claimed.
+    """
+    return (
+        "owner",
+        {
+            "ConditionCheck": {
+                "TableName": table,
+                "Key": key(pk, OWNER_SK),
+                "ConditionExpression": (
+                    "attribute_not_exists(#r) OR #r = :me" if home else "#r = :me"
+                ),
+                "ExpressionAttributeNames": {"#r": REGION},
+                "ExpressionAttributeValues": {":me": s(region)},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        },
+    )
+
+
+@dataclass(frozen=True)
+class WritesUpdate(IndexRequest[None]):
+    """Store records on a task's pending-writes item (UpdateItem). Result: None.
+
+    A regular write (index >= 0) is never overwritten (a retried task resends the
+    same values); a special one (index < 0) is, like ``InMemorySaver`` replaces it.
+    """
+
+    table: str
+    pk: str
+    sk: str
+    task_id: str
+    task_path: str
+    cid: str
+    at: int
+    records: tuple[tuple[int, bytes], ...] = field(repr=False)
+
+    def update(self) -> dict[str, Any]:
+        """The UpdateItem request (also the ``writes`` part of a transaction)."""
+        values: dict[str, Any] = {
+            ":tid": s(self.task_id),
+            ":tp": s(self.task_path),
+            ":cid": s(self.cid),
+            ":at": n(self.at),
+        }
+        for i, data in self.records:
+            values[f":{record_attr(i)}"] = b(data)
+        return {
+            "TableName": self.table,
+            "Key": key(self.pk, self.sk),
+            "UpdateExpression": (
+                "SET #tid = :tid, #tp = if_not_exists(#tp, :tp), #cid = :cid, #at = :at, "
+                + ", ".join(_record_clause(i) for i, _ in self.records)
+            ),
+            "ExpressionAttributeNames": {"#tid": TASK_ID, "#tp": TASK_PATH, "#cid": CID, "#at": AT},
+            "ExpressionAttributeValues": values,
+        }
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "update_item", self.update()
+
+    def result(self, response: Mapping[str, Any]) -> None:
+        return None
+
+    def part(self) -> Part:
+        """This update as the ``writes`` part of a transaction."""
+        return ("writes", {"Update": self.update()})
+
+
+def _record_clause(i: int) -> str:
+    name = record_attr(i)
+    return f"{name} = if_not_exists({name}, :{name})" if i >= 0 else f"{name} = :{name}"
+
+
+def writes_updates(
+    base: WritesUpdate, packed: Mapping[int, bytes], budget: int
+) -> list[WritesUpdate]:
+    """``base`` (with no records) storing the records ``packed`` (index -> record).
+
+    One request whatever the number of writes, unless DynamoDB's 4 KB expression
+    limit (``budget``) forces a split (about 140 writes in one call).
+    """
+    groups: list[list[tuple[int, bytes]]] = [[]]
+    length = 0
+    for i, data in packed.items():
+        clause = len(_record_clause(i))
+        if groups[-1] and length + clause > budget:
+            groups.append([])
+            length = 0
+        groups[-1].append((i, data))
+        length += clause + 2
+    return [replace(base, records=tuple(group)) for group in groups]
+
+
+@dataclass(frozen=True)
+class BatchWrite(IndexRequest[list[Mapping[str, Any]]]):
+    """BatchWriteItem of up to 25 puts or deletes. Result: what DynamoDB deferred."""
+
+    table: str
+    requests: tuple[Mapping[str, Any], ...]
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "batch_write_item", {"RequestItems": {self.table: list(self.requests)}}
+
+    def result(self, response: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        return list(response.get("UnprocessedItems", {}).get(self.table, []))
+
+
+def delete_requests(keys: Sequence[Key]) -> list[Mapping[str, Any]]:
+    """BatchWrite requests deleting items by primary key."""
+    return [{"DeleteRequest": {"Key": k}} for k in keys]
+
+
+def put_requests(items: Sequence[Item]) -> list[Mapping[str, Any]]:
+    """BatchWrite requests writing whole items (overwriting)."""
+    return [{"PutRequest": {"Item": i}} for i in items]
+
+
+class _Conditional(IndexRequest[bool]):
+    """An update or delete that only applies under a condition. Result: whether it did."""
+
+    expect = frozenset({_CHECK_FAILED})
+
+    def result(self, response: Mapping[str, Any]) -> bool:
+        return True
+
+    def refused(self, code: str, response: Mapping[str, Any]) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class DeleteHead(_Conditional):
+    """Delete a namespace's head if it names one of ``cids`` (at most 100)."""
+
+    table: str
+    pk: str
+    head_sk: str
+    cids: tuple[str, ...]
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "delete_item", {
+            "TableName": self.table,
+            "Key": key(self.pk, self.head_sk),
+            "ConditionExpression": "#c IN ("
+            + ", ".join(f":c{j}" for j in range(len(self.cids)))
+            + ")",
+            "ExpressionAttributeNames": {"#c": CID},
+            "ExpressionAttributeValues": {f":c{j}": s(c) for j, c in enumerate(self.cids)},
+        }
+
+
+@dataclass(frozen=True)
+class UnlinkParent(_Conditional):
+    """Forget a checkpoint item's parent link, if it still names ``parent``."""
+
+    table: str
+    pk: str
+    sk: str
+    parent: str
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "update_item", {
+            "TableName": self.table,
+            "Key": key(self.pk, self.sk),
+            "UpdateExpression": "REMOVE #p",
+            "ConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {"#p": PARENT},
+            "ExpressionAttributeValues": {":p": s(self.parent)},
+        }
+
+
+@dataclass(frozen=True)
+class TouchHead(_Conditional):
+    """Record a read of the latest checkpoint on its head item, if the head exists."""
+
+    table: str
+    pk: str
+    head_sk: str
+    at: int
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "update_item", {
+            "TableName": self.table,
+            "Key": key(self.pk, self.head_sk),
+            "UpdateExpression": "SET #rd = :now",
+            "ConditionExpression": "attribute_exists(#c)",
+            "ExpressionAttributeNames": {"#rd": READ_AT, "#c": CID},
+            "ExpressionAttributeValues": {":now": n(self.at)},
+        }
+
+
+@dataclass(frozen=True)
+class ClaimOwner(IndexRequest["str | None"]):
+    """Name ``region`` the owner of a thread. Result: the owner before (None: none named)."""
+
+    table: str
+    pk: str
+    thread_id: str
+    region: str
+    at: int
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "update_item", {
+            "TableName": self.table,
+            "Key": key(self.pk, OWNER_SK),
+            "UpdateExpression": "SET #r = :me, #th = :th, #at = :at",
+            "ExpressionAttributeNames": {"#r": REGION, "#th": THREAD, "#at": AT},
+            "ExpressionAttributeValues": {
+                ":me": s(self.region),
+                ":th": s(self.thread_id),
+                ":at": n(self.at),
+            },
+            "ReturnValues": "ALL_OLD",
+        }
+
+    def result(self, response: Mapping[str, Any]) -> str | None:
+        attr = response.get("Attributes", {}).get(REGION)
+        return None if attr is None else str(attr["S"])

@@ -1,0 +1,198 @@
+"""What both drivers do with a flow: step it, and turn each request's outcome into a
+result or our error.
+
+``S3Saver`` (boto3, a thread pool) and ``AsyncS3Saver`` (aiobotocore, asyncio) differ
+only in how they wait for a request. Everything else about running a flow is
+written once, here: how a flow is stepped (:class:`Steps`), what a request's answer
+becomes (:class:`Exchange`: settled, logged, translated), and which clients a saver
+created and so may close (:class:`Clients`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any, Generic
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from typing_extensions import Unpack
+
+from langgraph_s3.core.config import SaverOptions, check_options
+from langgraph_s3.core.state import SaverCore
+from langgraph_s3.operations import Flow, S3Get, T
+from langgraph_s3.transport import (
+    DYNAMODB,
+    HOME_S3,
+    S3,
+    call_spec,
+    failed,
+    finish,
+    log_request,
+    settle,
+    translate_transport,
+)
+
+
+class Driver(SaverCore):
+    """What both drivers hold besides the core state: where the endpoint is, how to
+    make clients, and the clients themselves. Each driver adds what its way of
+    waiting needs in ``_start``.
+
+    Args: see ``S3Saver`` and ``AsyncS3Saver``.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        table: str,
+        prefix: str = "",
+        s3_client: Any = None,
+        dynamodb_client: Any = None,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        serde: SerializerProtocol | None = None,
+        compression_level: int = 3,
+        *,
+        home_s3_client: Any = None,
+        session: Any = None,
+        boto_config: Any = None,
+        **options: Unpack[SaverOptions],
+    ) -> None:
+        check_options(type(self), options)
+        super().__init__(
+            bucket=bucket,
+            table=table,
+            prefix=prefix,
+            serde=serde,
+            compression_level=compression_level,
+            region_name=region_name,
+            **options,
+        )
+        self.endpoint_url = endpoint_url
+        self._clients = Clients(s3_client, dynamodb_client, home_s3_client)
+        self._session = session
+        self._boto_config = boto_config
+        self._start()
+
+    def _start(self) -> None:
+        """Set up what the driver needs to perform requests (no request is made)."""
+
+
+class Steps(Generic[T]):
+    """A flow, stepped: iterating gives the requests it yields; each is answered
+    with :meth:`answer` before the next is asked for; ``result`` once it returned.
+
+    An error answered to a request is thrown into the flow at once, so its cleanup
+    (``finally``) runs before the error reaches the caller.
+    """
+
+    def __init__(self, flow: Flow[T]) -> None:
+        self._flow = flow
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self.result: T | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            if self._error is not None:
+                op = self._flow.throw(self._error)
+            else:
+                op = self._flow.send(self._value)
+        except StopIteration as stop:
+            self.result = stop.value
+            raise StopIteration from None
+        # The flow has the value now: do not hold it through the next request.
+        self._value = self._error = None
+        return op
+
+    def answer(self, value: Any, error: BaseException | None) -> None:
+        """The outcome of the request last given out: its result, or an error."""
+        self._value, self._error = value, error
+
+
+class Exchange:
+    """One request to S3 or DynamoDB: the boto call to make, then its outcome.
+
+    A driver makes the call (``client_name``, ``method``, ``params``) on its client,
+    reads the body of an ``S3Get``, and hands the response to :meth:`done` or the
+    exception to :meth:`failed`; both settle the upload future, log the request and
+    give the operation's result or raise our typed error.
+    """
+
+    def __init__(self, saver: SaverCore, op: Any, endpoint_url: str | None) -> None:
+        self.saver, self.op, self.endpoint_url = saver, op, endpoint_url
+        home_bucket = saver.cross_region.home_bucket if saver.cross_region else None
+        self.client_name, self.method, self.params = call_spec(op, saver.bucket, home_bucket)
+        self.reads_body = isinstance(op, S3Get)
+        self.region: str | None = saver.region_name
+        self.started = time.perf_counter()
+
+    def on(self, client: Any) -> Any:
+        """Note the client the call goes to (its region names the place in errors)."""
+        meta = getattr(client, "meta", None)
+        self.region = self.region or getattr(meta, "region_name", None)
+        return client
+
+    def done(self, response: Any) -> Any:
+        """The operation's result from a successful call."""
+        settle(self.op, True)
+        log_request(self.op, self.method, time.perf_counter() - self.started, response, True)
+        return finish(self.op, response)
+
+    def failed(self, exc: BaseException) -> Any:
+        """The operation's result for a failed call (a missing key, an expected
+        refusal), or raise our error for it (botocore's as the cause)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        settle(self.op, False)
+        if isinstance(exc, ClientError):
+            log_request(self.op, self.method, time.perf_counter() - self.started, None, False)
+            saver = self.saver
+            return failed(self.op, exc, bucket=saver.bucket, table=saver.table, region=self.region)
+        if isinstance(exc, BotoCoreError):
+            raise translate_transport(exc, endpoint=self.endpoint_url) from exc
+        raise exc
+
+
+#: The AWS service of each client a saver holds.
+SERVICES = {S3: "s3", DYNAMODB: "dynamodb", HOME_S3: "s3"}
+
+
+def client_region(saver: SaverCore, name: str) -> str | None:
+    """The region a saver's client ``name`` is created in (the home region's bucket
+    is read through a client of the home region)."""
+    if name == HOME_S3:
+        assert saver.cross_region is not None, "the home read policy needs CrossRegion"
+        return saver.cross_region.home_region
+    return saver.region_name
+
+
+class Clients:
+    """The S3, DynamoDB and home-region S3 clients of a saver; those it created itself
+    are the only ones it closes."""
+
+    def __init__(self, s3: Any, dynamodb: Any, home_s3: Any) -> None:
+        self.by_name: dict[str, Any] = {S3: s3, DYNAMODB: dynamodb, HOME_S3: home_s3}
+        self.created: list[Any] = []
+
+    @property
+    def ready(self) -> bool:
+        """Whether the S3 and DynamoDB clients exist."""
+        return self.by_name[S3] is not None and self.by_name[DYNAMODB] is not None
+
+    def keep(self, name: str, client: Any) -> Any:
+        """Use ``client``, created by the saver, for ``name``."""
+        self.by_name[name] = client
+        self.created.append(client)
+        return client
+
+    def forget_created(self) -> list[Any]:
+        """The clients the saver created, no longer in use (for it to close)."""
+        created, self.created = self.created, []
+        for name, client in self.by_name.items():
+            if any(client is c for c in created):
+                self.by_name[name] = None
+        return created

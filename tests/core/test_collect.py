@@ -1,0 +1,586 @@
+"""Flow tests of ``core.collect``: retention, mark, the two-phase sweep and what the
+collector must never touch. Index items and objects come from real puts
+(``canned.store``); :class:`Storage` plays DynamoDB and S3 for whole runs, so a test
+can run the collector again later on what the previous run left."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langgraph_s3 import codec
+from langgraph_s3.core import SaverCore, collect, schema
+from langgraph_s3.core.collect import STATE_KEY, GcReport, collect_flow
+from langgraph_s3.core.index import BatchWrite, ScanSegment
+from langgraph_s3.errors import InvalidConfigError
+from langgraph_s3.operations import ListPage, S3Delete, S3Get, S3List, S3Put
+from tests.core.canned import T0, Stored, checkpoint, config, make_core, page, store, store_writes
+from tests.core.script import Script
+
+BIG = os.urandom(12_000).hex()  # a checkpoint value kept in a blob
+HUGE = os.urandom(24_000).hex()  # a pending write kept in a blob
+HOUR, DAY = 3600.0, 86400.0
+
+
+def writer(prefix: str = "", at: float = T0, **settings: Any) -> SaverCore:
+    """A saver state that puts checkpoint bodies in S3 (not in their items), at ``at``."""
+    settings.setdefault("index_inline_limit", 0)
+    return make_core(prefix=prefix, clock=lambda: at, **settings)
+
+
+def garbage(thread: str = "t1", n: int = 0, prefix: str = "") -> str:
+    """The key of a blob nothing references (a put that never committed)."""
+    return make_core(prefix=prefix).layout.blob_key(thread, f"{n:064x}")
+
+
+def item_key(item: dict[str, Any]) -> dict[str, Any]:
+    return {schema.PK: item[schema.PK], schema.SK: item[schema.SK]}
+
+
+def deleted_items(ops: list[Any]) -> list[dict[str, Any]]:
+    """The keys a run's BatchWrite requests deleted."""
+    return [
+        r["DeleteRequest"]["Key"]
+        for op in ops
+        if isinstance(op, BatchWrite)
+        for r in op.params["RequestItems"]["t"]
+    ]
+
+
+def deleted_objects(ops: list[Any]) -> list[str]:
+    return [k for op in ops if isinstance(op, S3Delete) for k in op.keys]
+
+
+class Storage:
+    """An index and a bucket in memory answering a collection's requests as DynamoDB
+    and S3 would: scans page by page over four segments (``scan_page`` items a page),
+    listings in key order (``list_page`` keys a page, continuing after the last key
+    listed, as S3 does); deletes and puts apply.
+
+    ``rounds`` holds what the last run asked for, a round trip at a time (a list is a
+    concurrent batch); ``sent`` the same, flattened.
+    """
+
+    def __init__(self, prefix: str = "", scan_page: int = 2, list_page: int = 1000) -> None:
+        self.prefix = make_core(prefix=prefix).layout.prefix
+        self.items: dict[tuple[str, str], dict[str, Any]] = {}
+        self.objects: dict[str, tuple[bytes, float]] = {}  # key -> body, last modified
+        self.scan_page, self.list_page = scan_page, list_page
+        self.now = T0
+        self.rounds: list[Any] = []
+
+    def batches(self, kind: type) -> list[list[Any]]:
+        """The concurrent batches of ``kind`` requests the last run sent, in order."""
+        return [r for r in self.rounds if isinstance(r, list) and isinstance(r[0], kind)]
+
+    @property
+    def sent(self) -> list[Any]:
+        return [o for r in self.rounds for o in (r if isinstance(r, list) else [r])]
+
+    # ----------------------------------------------------------------- contents
+    def add(self, *stored: Stored, modified: float = T0, committed: bool = True) -> None:
+        """What puts wrote: their objects and (unless ``committed=False``) items."""
+        for s in stored:
+            for item in (s.item, s.head) if committed else ():
+                if item:
+                    self.items[item[schema.PK]["S"], item[schema.SK]["S"]] = item
+            for key, body in s.objects.items():
+                self.objects[key] = (body, modified)
+
+    def has_item(self, s: Stored) -> bool:
+        return (s.item[schema.PK]["S"], s.item[schema.SK]["S"]) in self.items
+
+    @property
+    def state_key(self) -> str:
+        return self.prefix + STATE_KEY
+
+    def condemned(self) -> dict[str, float]:
+        """The condemnations the state object records."""
+        body, _ = self.objects[self.state_key]
+        state: dict[str, float] = json.loads(
+            codec.unframe(body, key=self.state_key, kind=codec.KIND_BLOB)
+        )
+        return state
+
+    def condemn(self, keys: dict[str, float]) -> None:
+        """Write a state object as an earlier run would have."""
+        body = codec.frame(codec.KIND_BLOB, json.dumps(keys).encode(), 3)
+        self.objects[self.state_key] = (body, T0)
+
+    # ----------------------------------------------------------------- running
+    def run(self, tmp_path: Path, at: float, **options: Any) -> GcReport:
+        """One collection at time ``at`` (a fresh saver state, like a new process)."""
+        self.now, self.rounds = at, []
+        core = make_core(prefix=self.prefix, clock=lambda: at)
+        script = Script(collect_flow(core, workdir=str(tmp_path), **options))
+        while script.pending is not None:
+            op = script.pending
+            self.rounds.append(op)
+            script.step([self.answer(o) for o in op] if isinstance(op, list) else self.answer(op))
+        report = script.returns()
+        assert list(tmp_path.iterdir()) == []  # the scratch file is gone
+        return report
+
+    def answer(self, op: Any) -> Any:
+        if isinstance(op, ScanSegment):
+            ours = sorted(
+                (i for (pk, _), i in self.items.items() if pk.startswith(op.prefix)),
+                key=lambda i: (i[schema.PK]["S"], i[schema.SK]["S"]),
+            )[op.segment :: op.segments]
+            start = int(op.start["n"]["N"]) if op.start else 0
+            end = start + self.scan_page
+            return page(ours[start:end], {"n": {"N": str(end)}} if end < len(ours) else None)
+        if isinstance(op, BatchWrite):
+            for request in op.params["RequestItems"]["t"]:
+                key = request["DeleteRequest"]["Key"]
+                del self.items[key[schema.PK]["S"], key[schema.SK]["S"]]
+            return []
+        if isinstance(op, S3Get):
+            return self.objects.get(op.key, (None, 0.0))[0]
+        if isinstance(op, S3List):
+            listed = sorted(
+                (k, m, len(b)) for k, (b, m) in self.objects.items() if k.startswith(op.prefix)
+            )
+            rest = [entry for entry in listed if op.token is None or entry[0] > op.token]
+            keys = rest[: self.list_page]
+            return ListPage(keys, keys[-1][0] if len(rest) > len(keys) else None)
+        if isinstance(op, S3Delete):
+            for key in op.keys:
+                del self.objects[key]
+            return None
+        assert isinstance(op, S3Put), op
+        self.objects[op.key] = (op.body, self.now)
+        return None
+
+
+def a_thread(thread: str = "t1", prefix: str = "", at: float = T0) -> tuple[Stored, ...]:
+    """A thread's puts: c1 (a value blob, its body in S3), c2 (its body in its item)
+    with a large pending write (a blob), and a small pending write."""
+    c1 = store(config(thread), checkpoint("c1", {"big": BIG, "x": 1}), core=writer(prefix, at))
+    values, versions = {"big": BIG, "x": 2}, {"big": "1", "x": "2"}
+    inline = make_core(prefix=prefix, clock=lambda: at)
+    c2 = store(config(thread, "c1"), checkpoint("c2", values, versions), core=inline)
+    w2 = store_writes(config(thread, "c2"), [("out", HUGE)], "task", core=writer(prefix, at))
+    w2b = store_writes(config(thread, "c2"), [("x", 3)], "small", core=writer(prefix, at))
+    return c1, c2, w2, w2b
+
+
+# --------------------------------------------------------------------------- one run, step by step
+def test_a_first_run_scans_reads_checkpoints_lists_and_condemns_what_nothing_references(
+    tmp_path: Path,
+) -> None:
+    c1, c2, w2, w2b = a_thread(prefix="app")
+    referenced = {**c1.objects, **w2.objects}
+    assert len(referenced) == 3  # object, value blob, write blob
+    assert set(c2.objects) <= set(c1.objects)  # c2's body is in its item
+    junk = garbage(prefix="app")
+    core = make_core(prefix="app", clock=lambda: T0 + 60)
+    script = Script(collect_flow(core, workdir=str(tmp_path)))
+    scans = script.expect(
+        [ScanSegment] * 4,
+        [page([c1.item, w2.item]), page([c2.item, c2.head]), page([w2b.item]), page([])],
+    )
+    assert [(s.prefix, s.segment, s.segments) for s in scans] == [("app/", i, 4) for i in range(4)]
+    # Only c1's body is in S3; c2's is in its item.
+    body = core.layout.checkpoint_key("t1", "", "c1", c1.item[schema.DIGEST]["S"])
+    script.expect([S3Get(body)], [c1.objects[body]])
+    script.expect([S3Get("app/.gc/state")], [None])
+    listing = sorted([(k, T0, len(b)) for k, b in referenced.items()] + [(junk, T0, 7)])
+    script.expect(S3List("app/"), ListPage(listing, None))
+    put = script.expect(S3Put)
+    report = script.returns()
+
+    assert put.key == "app/.gc/state"
+    state = json.loads(codec.unframe(put.body, key=put.key, kind=codec.KIND_BLOB))
+    assert state == {junk: T0 + 60}
+    assert (report.threads, report.objects, report.objects_referenced) == (1, 4, 3)
+    assert (report.objects_condemned, report.objects_deleted, report.orphan_writes) == (1, 0, 0)
+    assert report.errors == [] and report.scratch_bytes > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- the two-phase sweep
+def test_garbage_goes_once_condemned_and_last_written_at_least_grace_ago(tmp_path: Path) -> None:
+    storage = Storage()
+    storage.add(*a_thread())
+    kept = dict(storage.objects)
+    old, fresh = garbage(n=1), garbage(n=2)
+    storage.objects[old] = (b"old", T0)
+    storage.objects[fresh] = (b"fresh", T0 + 2 * HOUR)  # e.g. uploaded again since
+
+    first = storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
+    assert storage.condemned() == {old: T0 + HOUR, fresh: T0 + HOUR}
+    assert first.objects_condemned == 2 and deleted_objects(storage.sent) == []
+
+    # Condemned for just under grace: both stay, their condemnation times unchanged.
+    storage.run(tmp_path, at=T0 + 2 * HOUR - 1, grace=HOUR)
+    assert storage.condemned() == {old: T0 + HOUR, fresh: T0 + HOUR}
+
+    # Grace is up for both condemnations, but ``fresh`` was written under grace ago.
+    third = storage.run(tmp_path, at=T0 + 2 * HOUR, grace=HOUR)
+    assert deleted_objects(storage.sent) == [old]
+    assert (third.objects_deleted, third.bytes_deleted, third.objects_condemned) == (1, 3, 1)
+    assert storage.condemned() == {fresh: T0 + HOUR}
+
+    storage.run(tmp_path, at=T0 + 3 * HOUR, grace=HOUR)
+    assert deleted_objects(storage.sent) == [fresh]
+    assert storage.condemned() == {}
+    assert {k: v for k, v in storage.objects.items() if k != storage.state_key} == kept
+
+
+def test_a_condemned_object_referenced_again_stays_and_leaves_the_state(tmp_path: Path) -> None:
+    storage = Storage()
+    c1 = store(config(), checkpoint("c1", {"big": BIG}), core=writer())
+    storage.add(c1, committed=False)  # uploaded; the put has not committed (yet)
+    storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
+    assert set(storage.condemned()) == set(c1.objects)
+
+    storage.add(c1)  # the commit lands
+    report = storage.run(tmp_path, at=T0 + 3 * HOUR, grace=HOUR)
+    assert deleted_objects(storage.sent) == []
+    assert report.objects_referenced == 2 and storage.condemned() == {}
+
+
+def test_referenced_objects_are_never_condemned_even_with_no_grace(tmp_path: Path) -> None:
+    storage = Storage(prefix="app")
+    stored = a_thread(prefix="app")
+    storage.add(*stored)
+    referenced = set(storage.objects)
+    junk = garbage(prefix="app")
+    storage.objects[junk] = (b"junk", T0)
+    storage.condemn(dict.fromkeys([*referenced, junk], T0 - DAY))  # a stale state says so
+
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert deleted_objects(storage.sent) == [junk]
+    assert set(storage.objects) == {*referenced, storage.state_key}
+    assert storage.condemned() == {}
+    assert all(storage.has_item(s) for s in stored)
+    assert (report.objects, report.objects_referenced, report.objects_deleted) == (4, 3, 1)
+
+
+def test_with_no_grace_garbage_goes_in_its_first_run(tmp_path: Path) -> None:
+    storage = Storage()
+    storage.objects[garbage()] = (b"junk", T0)
+    report = storage.run(tmp_path, at=T0, grace=0)
+    assert report.objects_deleted == 1 and storage.condemned() == {}
+
+
+def test_the_sweep_deletes_each_listing_page_before_reading_the_next(tmp_path: Path) -> None:
+    storage = Storage(list_page=2)
+    junk = [garbage(f"t{i}") for i in range(3)]
+    for key in junk:
+        storage.objects[key] = (b"junk", T0)
+    storage.condemn(dict.fromkeys(junk, T0))
+    storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
+    sweep = storage.rounds[-6:]
+    assert sweep[0] == [S3Get(storage.state_key)]
+    assert (
+        sweep[1:]
+        == [
+            S3List(""),
+            [S3Delete((junk[0],))],  # the first page also lists the state object
+            S3List("", junk[0]),
+            [S3Delete(tuple(junk[1:]))],
+            sweep[-1],
+        ]
+    )
+    assert isinstance(sweep[-1], S3Put) and sweep[-1].key == storage.state_key
+
+
+# --------------------------------------------------------------------------- dry run
+def test_a_dry_run_reports_what_it_would_delete_and_changes_nothing(tmp_path: Path) -> None:
+    storage = Storage()
+    idle = a_thread("idle")
+    orphan = store_writes(config("t1", "c9"), [("x", 1)], "task")
+    storage.add(*a_thread("t1", at=T0 + 2 * DAY), orphan, *idle)
+    junk = garbage(n=1)
+    storage.objects[junk] = (b"junk", T0)
+    storage.condemn({junk: T0})
+    before = (dict(storage.items), dict(storage.objects))
+
+    report = storage.run(tmp_path, at=T0 + 2 * DAY, grace=HOUR, idle_ttl=DAY, dry_run=True)
+    assert not [op for op in storage.sent if isinstance(op, BatchWrite | S3Delete | S3Put)]
+    assert (storage.items, storage.objects) == before
+    assert report.dry_run and report.threads_expired == ["idle"]
+    assert report.orphan_writes == 1
+    # The idle thread's objects are unreferenced: condemned, not yet due.
+    assert (report.objects_deleted, report.bytes_deleted) == (1, 4)
+    assert report.objects_condemned == len({k for s in idle for k in s.objects})
+    assert report.summary().startswith("2 thread(s), 1 expired (0 kept")
+    assert "would delete 1 (4 bytes) and 1 pending-write item(s)" in report.summary()
+
+
+# --------------------------------------------------------------------------- retention
+def test_an_idle_thread_is_expired_then_its_objects_are_swept_as_garbage(tmp_path: Path) -> None:
+    storage = Storage(prefix="app")
+    idle = a_thread("idle", prefix="app")
+    active = a_thread("active", prefix="app", at=T0 + 2 * DAY - 1)
+    storage.add(*idle, *active)
+    idle_objects = {k for s in idle for k in s.objects}
+
+    first = storage.run(tmp_path, at=T0 + 2 * DAY, grace=HOUR, idle_ttl=DAY)
+    assert first.threads == 2 and first.threads_expired == ["idle"]
+    assert first.threads_kept_interrupted == []
+    expected = [
+        item_key(i) for i in (idle[0].item, idle[1].item, idle[1].head, idle[2].item, idle[3].item)
+    ]
+    assert sorted(deleted_items(storage.sent), key=str) == sorted(expected, key=str)
+    assert not any(storage.has_item(s) for s in idle) and all(storage.has_item(s) for s in active)
+    assert set(storage.condemned()) == idle_objects  # garbage now, in two phases
+    assert deleted_objects(storage.sent) == []
+
+    second = storage.run(tmp_path, at=T0 + 2 * DAY + HOUR, grace=HOUR, idle_ttl=DAY)
+    assert second.threads == 1 and second.threads_expired == []
+    assert sorted(deleted_objects(storage.sent)) == sorted(idle_objects)
+    assert set(storage.objects) == {*(k for s in active for k in s.objects), storage.state_key}
+
+
+def test_a_thread_idle_for_exactly_the_ttl_is_kept(tmp_path: Path) -> None:
+    storage = Storage()
+    storage.add(*a_thread())
+    report = storage.run(tmp_path, at=T0 + DAY, idle_ttl=DAY)
+    assert report.threads_expired == [] and deleted_items(storage.sent) == []
+
+
+def test_a_read_recorded_on_the_head_keeps_a_thread_whatever_scan_page_it_is_on(
+    tmp_path: Path,
+) -> None:
+    """touch_on_read stamps the head only: the thread's items are judged together."""
+    storage = Storage(scan_page=1)
+    stored = a_thread()
+    head = {**stored[1].head, schema.READ_AT: schema.n(int((T0 + 2 * DAY) * 1000))}
+    storage.add(*stored)
+    storage.items[head[schema.PK]["S"], head[schema.SK]["S"]] = head
+    report = storage.run(tmp_path, at=T0 + 2 * DAY + 1, idle_ttl=DAY)
+    assert len(storage.batches(ScanSegment)) > 1
+    assert report.threads == 1 and report.threads_expired == []
+
+
+@pytest.mark.parametrize("keep_interrupted", [True, False])
+def test_an_idle_thread_waiting_on_an_interrupt_is_kept_unless_told_otherwise(
+    tmp_path: Path, keep_interrupted: bool
+) -> None:
+    storage = Storage()
+    waiting = a_thread("waiting")
+    ask = store_writes(config("waiting", "c2"), [("__interrupt__", ["approve?"])], "ask")
+    # An interrupt on an older checkpoint was answered: that thread is not waiting.
+    resumed = a_thread("resumed")
+    answered = store_writes(config("resumed", "c1"), [("__interrupt__", ["ok?"])], "ask")
+    storage.add(*waiting, ask, *resumed, answered)
+
+    report = storage.run(
+        tmp_path, at=T0 + 2 * DAY, grace=HOUR, idle_ttl=DAY, keep_interrupted=keep_interrupted
+    )
+    gone = {item[schema.PK]["S"] for item in deleted_items(storage.sent)}
+    if keep_interrupted:
+        assert report.threads_expired == ["resumed"]
+        assert report.threads_kept_interrupted == ["waiting"]
+        assert gone == {"resumed"}
+        assert all(storage.has_item(s) for s in (*waiting, ask))
+        assert not {k for s in waiting for k in s.objects} & set(storage.condemned())
+        assert "(1 kept: waiting on an interrupt)" in report.summary()
+    else:
+        assert report.threads_expired == ["resumed", "waiting"]
+        assert report.threads_kept_interrupted == []
+        assert gone == {"resumed", "waiting"}
+
+
+# --------------------------------------------------------------------------- orphaned writes
+def test_writes_of_a_checkpoint_never_committed_go_once_older_than_grace(tmp_path: Path) -> None:
+    storage = Storage()
+    committed = a_thread()
+    old = store_writes(config("t1", "c9"), [("out", HUGE + "old")], "task", core=writer())
+    other_ns = store_writes(config("t1", "c1", ns="sub"), [("x", 1)], "task")  # no c1 in "sub"
+    young = store_writes(
+        config("t1", "c8"), [("out", HUGE + "young")], "task", core=writer(at=T0 + 1)
+    )
+    storage.add(*committed, old, other_ns, young)
+
+    report = storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
+    assert report.orphan_writes == 2
+    assert sorted(deleted_items(storage.sent), key=str) == sorted(
+        [item_key(old.item), item_key(other_ns.item)], key=str
+    )
+    assert storage.has_item(young) and all(storage.has_item(s) for s in committed)
+    # The old orphan's blob is garbage now; the young one's is still referenced.
+    assert set(storage.condemned()) == set(old.objects)
+    assert "2 pending-write item(s) of checkpoints never committed" in report.summary()
+
+
+def test_orphaned_writes_are_deleted_in_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collect, "_ORPHAN_BATCH", 2)
+    storage = Storage()
+    for thread, cid in [("t1", "c1"), ("t1", "c2"), ("t2", "c1")]:
+        storage.add(store_writes(config(thread, cid), [("x", 1)], "task"))
+    report = storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
+    batches = storage.batches(BatchWrite)
+    assert [len(deleted_items(b)) for b in batches] == [2, 1]  # after t1, then at the end
+    assert report.orphan_writes == 3 and storage.items == {}
+
+
+# --------------------------------------------------------------------------- unreadable checkpoints
+@pytest.mark.parametrize("damage", ["altered", "missing"])
+def test_an_unreadable_checkpoint_protects_its_threads_folder(tmp_path: Path, damage: str) -> None:
+    storage = Storage()
+    broken, fine = a_thread("broken"), a_thread("fine")
+    storage.add(*broken, *fine)
+    core = make_core()
+    key = core.layout.checkpoint_key("broken", "", "c1", broken[0].item[schema.DIGEST]["S"])
+    if damage == "missing":  # e.g. pruned after the scan
+        del storage.objects[key]
+    else:
+        body, modified = storage.objects[key]
+        storage.objects[key] = (body[:-1] + bytes([body[-1] ^ 1]), modified)
+    junk_broken, junk_fine = garbage("broken"), garbage("fine")
+    for junk in (junk_broken, junk_fine):
+        storage.objects[junk] = (b"junk", T0)
+
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert deleted_objects(storage.sent) == [junk_fine]
+    assert junk_broken in storage.objects
+    if damage == "missing":
+        assert report.errors == []
+    else:
+        [error] = report.errors
+        assert key in error and "digest" in error
+        assert "; 1 error(s)" in report.summary()
+    # The batch failed, so each checkpoint was read again on its own.
+    gets = storage.batches(S3Get)
+    checkpoints = sorted(op.key for op in gets[0])
+    assert [sorted(op.key for op in r) for r in gets[1:3]] == [[k] for k in checkpoints]
+
+
+def test_checkpoints_are_read_in_batches_across_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collect, "_MARK_BATCH", 2)
+    storage = Storage()
+    for thread in ("t1", "t2", "t3"):
+        storage.add(store(config(thread), checkpoint("c1", {"x": 1}), core=writer()))
+    storage.run(tmp_path, at=T0, grace=HOUR)
+    gets = storage.batches(S3Get)
+    assert [len(r) for r in gets] == [2, 1, 1]  # t1+t2, t3, then the state object
+
+
+def test_no_round_trip_reads_more_than_32_checkpoints(tmp_path: Path) -> None:
+    storage = Storage()
+    parent = None
+    for i in range(40):  # one long-lived thread keeps its history
+        cid = f"c{i:02}"
+        storage.add(store(config("t1", parent), checkpoint(cid, {"x": i}), core=writer()))
+        parent = cid
+    storage.run(tmp_path, at=T0, grace=HOUR)
+    gets = storage.batches(S3Get)
+    assert max(len(r) for r in gets) <= 32
+
+
+# --------------------------------------------------------------------------- outside the layout
+def test_objects_outside_the_layout_are_never_touched(tmp_path: Path) -> None:
+    storage = Storage(prefix="app")
+    mine = a_thread(prefix="app")
+    nested = a_thread("t9", prefix="app/x")  # another saver, under a longer prefix
+    outside = a_thread(prefix="other")
+    storage.add(*mine, *nested, *outside)
+    strangers = [
+        "app/notes.txt",
+        "app/t1/notes.txt",
+        "app/t1/b/not-a-digest",
+        "app/t1/c/~/c1.short",
+        "app/t1/b/" + "0" * 64 + "/x",
+        "app/.gc/other",
+        "other/t1/b/" + "0" * 64,
+    ]
+    for key in strangers:
+        storage.objects[key] = (b"?", T0)
+    untouchable = set(storage.objects) - {k for s in mine for k in s.objects}
+    storage.condemn(dict.fromkeys(untouchable, T0 - DAY))
+
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0, idle_ttl=HOUR)
+    assert report.threads == 1 and report.threads_expired == ["t1"]  # not t9
+    assert {i[schema.PK]["S"] for i in deleted_items(storage.sent)} == {"app/t1"}
+    assert all(storage.has_item(s) for s in (*nested, *outside))
+    assert next(r for r in storage.rounds if isinstance(r, S3List)).prefix == "app/"
+    # With no grace, t1's objects go at once; nothing else does.
+    assert set(deleted_objects(storage.sent)) == {k for s in mine for k in s.objects}
+    assert untouchable <= set(storage.objects)
+    assert report.objects == 3 and storage.condemned() == {}
+
+
+# --------------------------------------------------------------------------- settings, progress
+@pytest.mark.parametrize(
+    "options", [{"grace": -1}, {"idle_ttl": 0}, {"idle_ttl": -1.0}, {"grace": -0.5, "idle_ttl": 1}]
+)
+def test_bad_grace_or_idle_ttl_is_refused_before_any_request(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    script = Script(collect_flow(make_core(), workdir=str(tmp_path), **options))
+    assert "grace must be >= 0 and idle_ttl > 0" in str(script.raises(InvalidConfigError))
+    assert list(tmp_path.iterdir()) == []  # not even a scratch file
+
+
+def test_an_idle_ttl_that_is_not_a_number_is_refused(tmp_path: Path) -> None:
+    storage = Storage()
+    storage.add(*a_thread())
+    with pytest.raises(InvalidConfigError):
+        storage.run(tmp_path, at=T0, idle_ttl=math.nan)
+
+
+def test_progress_goes_through_scan_mark_and_sweep(tmp_path: Path) -> None:
+    storage = Storage(scan_page=2, list_page=2)
+    storage.add(*a_thread("t1"), *a_thread("t2"))
+    ticks: list[tuple[str, int, int]] = []
+    storage.run(tmp_path, at=T0, progress=lambda *tick: ticks.append(tick))
+    assert [stage for stage, _ in itertools.groupby(t[0] for t in ticks)] == [
+        "scan",
+        "mark",
+        "sweep",
+    ]
+    scan = [t for t in ticks if t[0] == "scan"]
+    assert scan[-1] == ("scan", len(storage.items), 0)
+    assert [d for _, d, _ in scan] == sorted(d for _, d, _ in scan)
+    assert [t for t in ticks if t[0] == "mark"] == [("mark", 1, 2), ("mark", 2, 2)]
+    assert [t for t in ticks if t[0] == "sweep"] == [("sweep", n, 0) for n in (2, 4, 6)]
+
+
+def test_a_report_says_what_it_did_as_json() -> None:
+    report = GcReport(dry_run=False, threads=3, objects_deleted=2, bytes_deleted=10)
+    assert "deleted 2 (10 bytes)" in report.summary()
+    assert json.loads(report.to_json())["threads"] == 3
+
+
+# ----------------------------------------------------- found by these tests, fixed
+@pytest.mark.parametrize(("prefix", "thread"), [("app", "t1"), ("", "user@example")])
+def test_the_blob_of_a_young_write_with_no_checkpoint_yet_is_not_condemned(
+    tmp_path: Path, prefix: str, thread: str
+) -> None:
+    storage = Storage(prefix=prefix)
+    first = store_writes(config(thread, "c1"), [("out", HUGE)], "task", core=writer(prefix))
+    storage.add(first)  # the writes of the first checkpoint, whose put is in flight
+    report = storage.run(tmp_path, at=T0 + 60, grace=HOUR)
+    assert report.orphan_writes == 0 and storage.has_item(first)
+    assert storage.condemned() == {}
+
+
+def test_a_damaged_pending_write_protects_its_thread_and_is_reported(tmp_path: Path) -> None:
+    storage = Storage()
+    stored = a_thread("broken")
+    storage.add(*stored, *a_thread("fine"))
+    item = dict(stored[3].item)
+    record = item["w0"]["B"]
+    item["w0"] = schema.b(record[:-1] + bytes([record[-1] ^ 1]))
+    storage.items[item[schema.PK]["S"], item[schema.SK]["S"]] = item
+    junk_broken, junk_fine = garbage("broken"), garbage("fine")
+    for junk in (junk_broken, junk_fine):
+        storage.objects[junk] = (b"junk", T0)
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert deleted_objects(storage.sent) == [junk_fine]
+    [error] = report.errors
+    assert "broken" in error
