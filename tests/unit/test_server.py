@@ -8,6 +8,10 @@ No request is sent here; the factory behind a running ``langgraph dev`` is teste
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from langgraph_s3 import AsyncS3Saver, InvalidConfigError
@@ -57,4 +61,25 @@ async def test_each_entry_of_the_factory_makes_its_own_saver(
     monkeypatch.setenv(CONNECTION_STRING_VAR, URL)
     async with checkpointer() as first, checkpointer() as second:
         assert isinstance(first, AsyncS3Saver)
+        assert first is not second
+
+
+def readme_factory_file() -> str:
+    """The README's example of a factory file of one's own (``checkpointer.py``)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Serving with LangGraph's Agent Server", 1)[1].split("\n## ", 1)[0]
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "saver_from_env" in b]
+    assert len(blocks) == 1, "the README's Agent Server section lost its factory file example"
+    return blocks[0]
+
+
+async def test_the_readme_factory_file_makes_a_saver_per_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(CONNECTION_STRING_VAR, URL)
+    namespace: dict[str, Any] = {}
+    exec(compile(readme_factory_file(), "checkpointer.py", "exec"), namespace)
+    async with namespace["checkpointer"]() as first, namespace["checkpointer"]() as second:
+        assert isinstance(first, AsyncS3Saver)
+        assert (first.bucket, first.table) == ("my-agents", "my-index")
         assert first is not second
