@@ -268,6 +268,12 @@ def test_a_thread_through_the_agent_server(server_backend: Backend, tmp_path: Pa
         client.threads.create(thread_id=thread_id, metadata={"graph_id": "agent"})
         assert client.threads.get_state(thread_id)["values"]["log"] == done["log"]
         assert ids(client.threads.get_history(thread_id, limit=100)) == set(in_s3)
+        paused = client.runs.wait(thread_id, "agent", input={"request": "refund 70 EUR"})
+        assert paused["__interrupt__"][0]["value"] == "approve refund 70 EUR?"
+        done = client.runs.wait(thread_id, "agent", command={"resume": "approved"})
+        history = client.threads.get_history(thread_id, limit=100)
+    assert done["log"][-2:] == ["drafted refund 70 EUR", "refund 70 EUR: approved"]
+    assert set(stored(saver, thread_id)) == ids(history)
 
     assert "Using custom checkpointer: AsyncS3Saver" in server.tail(10**7)
     outside = netguard_log.read_text() if netguard_log.exists() else ""
