@@ -18,6 +18,7 @@ main environment the module is skipped, and that skip hides nothing.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -31,18 +32,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import langgraph_sdk
 import pytest
 
 from langgraph_s3 import S3Saver
 from tests.conftest import REGION, Backend
 
-if os.environ.get("LGS3_REQUIRE_AGENT_SERVER") == "1":
-    import langgraph_sdk
-else:
-    langgraph_sdk = pytest.importorskip(
-        "langgraph_sdk",
-        reason="the Agent Server needs its own venv; run.py test runs this module in "
-        ".venv-agent-server",
+# langgraph-sdk comes with langgraph, so it is in every venv; the server is not.
+if importlib.util.find_spec("langgraph_api") is None:
+    if os.environ.get("LGS3_REQUIRE_AGENT_SERVER") == "1":
+        raise ImportError("langgraph-api is not installed: pip install 'langgraph-cli[inmem]'")
+    pytest.skip(
+        "the Agent Server needs its own venv; run.py test runs this module in .venv-agent-server",
+        allow_module_level=True,
     )
 
 ROOT = Path(__file__).resolve().parents[2]
