@@ -5,10 +5,12 @@ The server is started as a user would start it: in a directory holding the READM
 the two cannot drift) and a graph that pauses for an approval, with the storage named
 by ``CHECKPOINT_CONNECTION_STRING`` pointing at a local moto server. The test drives it
 with ``langgraph-sdk`` through interrupt, resume, history, a fork with
-``update_state`` on an old checkpoint, ``threads.copy``, a restart that resumes the
-fork, and a restart on a fresh directory (the thread-record caveat), then reads the
-thread back through a plain ``S3Saver``: the server's checkpoints are ours, in S3 and
-DynamoDB, not its default checkpointer's.
+``update_state`` on an old checkpoint, ``threads.copy``, a run rolled back by
+``multitask_strategy="rollback"``, a restart that resumes the fork, and a restart on a
+fresh directory (the thread-record caveat), then reads the thread back through a plain
+``S3Saver``: the server's checkpoints are ours, in S3 and DynamoDB, not its default
+checkpointer's. Nothing in the server's process may look up or connect to a host
+other than loopback (``agent_server/netguard``).
 
 The server's dependencies (langgraph-api, langgraph-runtime-inmem) pin what ours do not,
 so ``python3 run.py test`` runs this module in ``.venv-agent-server`` with
@@ -208,9 +210,32 @@ def ids(history: list[dict[str, Any]]) -> set[str]:
     return {state["checkpoint"]["checkpoint_id"] for state in history}
 
 
+def run_ids(saver: S3Saver, thread_id: str) -> set[str]:
+    return {metadata.get("run_id") for _, metadata, _ in stored(saver, thread_id).values()}
+
+
+def rolled_back_by_a_second_run(client: Any, saver: S3Saver, server: AgentServer) -> None:
+    """``multitask_strategy="rollback"``: a run started while another is still running
+    cancels it, and the server deletes the first run's checkpoints through the saver's
+    ``adelete_for_runs`` (our ``by_run`` index)."""
+    thread_id = client.threads.create(graph_id="agent")["thread_id"]
+    first = client.runs.create(thread_id, "agent", input={"request": "slow refund"})["run_id"]
+    deadline = time.monotonic() + 30
+    while first not in run_ids(saver, thread_id):  # its input checkpoint is written
+        assert time.monotonic() < deadline, f"the first run wrote nothing:\n{server.tail()}"
+        time.sleep(0.1)
+    second = client.runs.create(
+        thread_id, "agent", input={"request": "refund 90 EUR"}, multitask_strategy="rollback"
+    )["run_id"]
+    client.runs.join(thread_id, second)
+    assert run_ids(saver, thread_id) == {second}
+    assert client.threads.get_state(thread_id)["values"]["log"] == ["drafted refund 90 EUR"]
+    assert [run["run_id"] for run in client.runs.list(thread_id)] == [second]
+
+
 def test_a_thread_through_the_agent_server(server_backend: Backend, tmp_path: Path) -> None:
-    """Interrupt, resume, history, fork, copy and two restarts through ``langgraph dev``;
-    every checkpoint the server shows is the one a plain S3Saver reads back."""
+    """Interrupt, resume, history, fork, copy, rollback and two restarts through
+    ``langgraph dev``; every checkpoint the server shows is one a plain S3Saver reads."""
     netguard_log = tmp_path / "outside-hosts.log"
     env = server_env(server_backend, netguard_log)
     server = AgentServer(make_app(tmp_path / "app"), env, tmp_path / "server.log")
@@ -244,6 +269,8 @@ def test_a_thread_through_the_agent_server(server_backend: Backend, tmp_path: Pa
 
         copy_id = client.threads.copy(thread_id)["thread_id"]
         assert set(stored(saver, copy_id)) == set(stored(saver, thread_id))
+
+        rolled_back_by_a_second_run(client, saver, server)
 
     # A restart on the same directory: the server finds the thread and resumes the fork.
     with running(server) as client:

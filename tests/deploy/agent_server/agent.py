@@ -7,6 +7,7 @@ so it imports nothing from the tests.
 from __future__ import annotations
 
 import operator
+import time
 from typing import Annotated, TypedDict
 
 from langgraph.graph import START, StateGraph
@@ -19,6 +20,8 @@ class State(TypedDict):
 
 
 def draft(state: State) -> dict[str, list[str]]:
+    if state["request"].startswith("slow"):
+        time.sleep(3)  # a run the test can roll back while it is still running
     return {"log": [f"drafted {state['request']}"]}
 
 
