@@ -11,11 +11,14 @@
 2. the project's suite (``tests/``);
 3. ``tests/storage/test_aioboto3_clients.py`` again in ``.venv-aioboto3``, where
    aioboto3 (which pins an older aiobotocore than our ``async`` extra) is installed;
-4. the project's suite on Python 3.13 in ``.venv-3.13``, when a ``python3.13`` is on
+4. ``tests/deploy/test_agent_server.py`` in ``.venv-agent-server``, where LangGraph's
+   Agent Server (``langgraph dev``) is installed, serving a graph with
+   ``langgraph_s3.server.checkpointer``;
+5. the project's suite on Python 3.13 in ``.venv-3.13``, when a ``python3.13`` is on
    PATH or under pyenv (otherwise it says the leg was not run);
-5. LangGraph's own checkpointer tests against S3Saver and AsyncS3Saver
+6. LangGraph's own checkpointer tests against S3Saver and AsyncS3Saver
    (``upstream/harness.py``);
-6. that ``langgraph-s3[async]`` resolves beside the newest ``langgraph-checkpoint-aws``
+7. that ``langgraph-s3[async]`` resolves beside the newest ``langgraph-checkpoint-aws``
    and ``langchain-aws`` (``tools/check_resolution.py``).
 
 With extra arguments it runs only the project's suite with them
@@ -110,6 +113,36 @@ def aioboto3_check() -> int:
     ).returncode
 
 
+#: The Agent Server releases tests/deploy/test_agent_server.py passes with. The server
+#: brings a large stack with narrow pins of its own (grpcio, grpcio-tools, protobuf,
+#: langgraph-runtime-inmem), kept out of .venv; bump these together after a green run.
+AGENT_SERVER = [
+    "langgraph-cli[inmem]==0.4.40",
+    "langgraph-api==0.16.7",
+    "langgraph-runtime-inmem==0.36.7",
+    "langgraph-sdk==0.4.14",
+]
+
+
+def agent_server_check() -> int:
+    """Run tests/deploy/test_agent_server.py where the Agent Server is installed: it
+    starts ``langgraph dev`` with our checkpointer factory against a local moto."""
+    print("langgraph dev with langgraph_s3.server.checkpointer (.venv-agent-server):", flush=True)
+    python = ensure_venv(
+        ROOT / ".venv-agent-server",
+        None,
+        [*AGENT_SERVER, "-e", f"{ROOT}[async,testing]",
+         *pinned("pytest", "pytest-asyncio", "pytest-xdist")],
+    )  # fmt: skip
+    env = {**os.environ, "LGS3_REQUIRE_AGENT_SERVER": "1"}
+    test = "tests/deploy/test_agent_server.py"
+    return subprocess.run(
+        [str(python), "-m", "pytest", test, "-q", "-n", "0", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=env,
+    ).returncode
+
+
 def find_python(version: str) -> str | None:
     """A working interpreter of ``version`` (e.g. "3.13") on PATH or under pyenv."""
     candidates = [shutil.which(f"python{version}")]
@@ -168,6 +201,7 @@ def main(argv: list[str]) -> int:
     coverage = core_coverage(python)
     ours = subprocess.run([python, "-m", "pytest"], cwd=ROOT).returncode
     aioboto3 = aioboto3_check()
+    agent_server = agent_server_check()
     other = other_python_leg()
     upstream = subprocess.run([python, "upstream/harness.py"], cwd=ROOT).returncode
     resolution = subprocess.run([python, "tools/check_resolution.py"], cwd=ROOT).returncode
@@ -176,11 +210,12 @@ def main(argv: list[str]) -> int:
         f"core coverage: {verdict.get(coverage, 'FAILED')}; "
         f"project tests: {verdict.get(ours, 'FAILED')}; "
         f"with aioboto3: {verdict.get(aioboto3, 'FAILED')}; "
+        f"behind the Agent Server: {verdict.get(agent_server, 'FAILED')}; "
         f"on Python {OTHER_PYTHON}: {verdict.get(other, 'FAILED')}; "
         f"LangGraph's tests: {verdict.get(upstream, 'FAILED')}; "
         f"resolution beside the AWS stack: {verdict.get(resolution, 'FAILED')}"
     )
-    return coverage or ours or aioboto3 or other or upstream or resolution
+    return coverage or ours or aioboto3 or agent_server or other or upstream or resolution
 
 
 if __name__ == "__main__":
