@@ -333,3 +333,13 @@ def test_delta_history_reads_blobs_of_large_writes_and_seeds() -> None:
     blobs = script.expect(lambda ops: True, [answer(op) for op in script.pending])
     assert blobs and all("/b/" in op.key for op in blobs)
     assert script.returns() == {"d": {"writes": [("t", "d", big_write)], "seed": BIG}}
+
+
+def test_a_none_in_the_filter_is_checked_on_the_metadata_where_a_missing_key_matches() -> None:
+    a = cp("c1", None, {"step": 1})
+    b = cp("c2", "c1", {"step": 1, "k": "set"})
+    script = Script(history.list_checkpoints(make_core(), config(), filter={"k": None}))
+    query = script.expect(is_query, page(newest_first(a, b)))
+    assert "#md" not in query.params["ExpressionAttributeNames"]  # not asked of the index
+    assert script.emits().checkpoint["id"] == "c1"  # c2's k is "set"
+    script.returns()

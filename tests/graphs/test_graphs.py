@@ -433,6 +433,14 @@ def scenario_history_queries(make: Make) -> dict[str, Any]:
         "filter_step": [
             snapshot_summary(s) for s in reader.get_state_history(cfg("h"), filter={"step": 2})
         ],
+        # None matches a key the metadata does not have (InMemorySaver's .get semantics).
+        "filter_absent_none": [
+            snapshot_summary(s)
+            for s in reader.get_state_history(cfg("h"), filter={"absent": None, "step": 2})
+        ],
+        "filter_source_none": [
+            snapshot_summary(s) for s in reader.get_state_history(cfg("h"), filter={"source": None})
+        ],
     }
 
 

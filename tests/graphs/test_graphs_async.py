@@ -143,6 +143,13 @@ async def ascenario_history_queries(make: Make) -> dict[str, Any]:
         "filter_step": [
             snapshot_summary(s) for s in await ahistory(reader, cfg("h"), filter={"step": 2})
         ],
+        "filter_absent_none": [
+            snapshot_summary(s)
+            for s in await ahistory(reader, cfg("h"), filter={"absent": None, "step": 2})
+        ],
+        "filter_source_none": [
+            snapshot_summary(s) for s in await ahistory(reader, cfg("h"), filter={"source": None})
+        ],
     }
 
 

@@ -97,11 +97,15 @@ def list_checkpoints(
 
 def _server_filter(filter: Mapping[str, Any], before_id: str | None) -> ListFilter:
     """The part of a list filter the index checks: metadata equality on values it
-    can hold (others are checked on the loaded metadata) and the ``before`` bound."""
+    can hold (others are checked on the loaded metadata) and the ``before`` bound.
+
+    ``None`` is checked on the metadata only: as in ``InMemorySaver``, it matches a
+    checkpoint whose metadata has no such key, which the index cannot express.
+    """
     indexed = (
         (slot, k, schema.metadata_index_value(v))
         for slot, (k, v) in enumerate(filter.items())
-        if isinstance(k, str) and k
+        if isinstance(k, str) and k and v is not None
     )
     return ListFilter(tuple((i, k, v) for i, k, v in indexed if v is not None), before_id)
 
