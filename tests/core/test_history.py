@@ -343,3 +343,37 @@ def test_a_none_in_the_filter_is_checked_on_the_metadata_where_a_missing_key_mat
     assert "#md" not in query.params["ExpressionAttributeNames"]  # not asked of the index
     assert script.emits().checkpoint["id"] == "c1"  # c2's k is "set"
     script.returns()
+
+
+def test_a_limited_list_reads_a_page_sized_by_the_limit_and_stops_when_enough_are_out() -> None:
+    stored = [cp("c1", None), cp("c2", "c1"), cp("c3", "c2")]
+    script = Script(history.list_checkpoints(make_core(), config(), limit=1))
+    items = newest_first(*stored)
+    query = script.expect(is_query, page(items[:4], last={"pk": "t1"}))
+    assert query.params["Limit"] == 4  # 4 items per checkpoint asked for
+    assert script.emits().checkpoint["id"] == "c3"
+    script.returns()  # the next page is never read
+
+
+def test_writes_on_an_earlier_page_stay_with_their_checkpoint() -> None:
+    c1, c2 = cp("c1", None), cp("c2", "c1")
+    w1 = store_writes(config(cid="c1"), [("x", "for c1")], "task")
+    items = newest_first(c1, c2, w1)  # c2, then c1's writes, then c1
+    script = Script(history.list_checkpoints(make_core(), config(), limit=5))
+    first = script.expect(is_query, page(items[:2], last={"pk": "t1"}))
+    assert first.params["Limit"] == 20
+    assert script.emits().checkpoint["id"] == "c2"
+    second = script.expect(is_query, page(items[2:]))
+    assert second.params["Limit"] == 200 and second.params["ExclusiveStartKey"] == {"pk": "t1"}
+    got = script.emits()
+    assert got.checkpoint["id"] == "c1" and got.pending_writes == [("task", "x", "for c1")]
+    script.returns()
+
+
+def test_an_unlimited_list_reads_whole_pages() -> None:
+    script = Script(history.list_checkpoints(make_core(), config()))
+    query = script.expect(is_query, page(newest_first(cp("c1", None)), last={"pk": "t1"}))
+    assert "Limit" not in query.params
+    assert script.emits().checkpoint["id"] == "c1"
+    assert "Limit" not in script.expect(is_query, page([])).params
+    script.returns()

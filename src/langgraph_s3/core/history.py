@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
 
 _LOAD_BATCH = 16
+#: Items the first page of a limited ``list`` reads per checkpoint asked for, and the
+#: items of each page after it.
+_ITEMS_PER_CHECKPOINT = 4
+_LIST_PAGE = 200
 _CHAIN_PAGE = 200
 
 
@@ -61,28 +65,57 @@ def list_checkpoints(
         if before_id is not None:
             check_checkpoint_id(before_id)
     filter = dict(filter or {})
-    query = _server_filter(filter, before_id)
+    where = _server_filter(filter, before_id)
     if config is None:
-        items = yield from _scan_all(core, query)
-    else:
-        thread_id, _ = thread_ns(config)
-        ns = config["configurable"].get("checkpoint_ns")
-        cid = checkpoint_id_of(config)
-        items = yield from _query_thread(
-            core, thread_id, None if ns is None else ns_value(ns), cid, query
-        )
-    writes: dict[tuple[str, str], list[WritesRow]] = {}
+        items = yield from _scan_all(core, where)
+        writes: dict[tuple[str, str], list[WritesRow]] = {}
+        rows = _pair(items, writes)
+        rows.sort(key=lambda r: r.checkpoint_id, reverse=True)
+        yield from _emit(core, rows, writes, filter, limit)
+        return
+    # A thread is read a page at a time, newest first, and the reading stops once
+    # `limit` checkpoints are out: what a list reads is bounded by what it returns.
+    query: Query | None = _thread_query(core, config, where, limit)
+    writes = {}
+    remaining = limit
+    while query is not None and remaining != 0:
+        page, query = yield from next_page(query)
+        rows = _pair(page.items, writes)
+        remaining = yield from _emit(core, rows, writes, filter, remaining)
+        if query is not None and query.limit is not None:
+            query = replace(query, limit=_LIST_PAGE)
+
+
+def _pair(items: list[Item], writes: dict[tuple[str, str], list[WritesRow]]) -> list[Row]:
+    """The checkpoint rows among ``items``, in order; writes items go to ``writes``.
+
+    Newest first, a checkpoint's writes items (their sort keys extend its own) come
+    before it, so a checkpoint's writes are all in ``writes`` once it is reached.
+    """
     rows: list[Row] = []
     for item in items:
         if schema.is_writes_item(item):
             writes.setdefault(schema.checkpoint_ref(item), []).append(schema.parse_writes(item))
         elif schema.is_checkpoint_item(item):
             rows.append(schema.parse_row(item))
-    if config is None:
-        rows.sort(key=lambda r: r.checkpoint_id, reverse=True)
-    remaining = limit
+    return rows
+
+
+def _emit(
+    core: SaverCore,
+    rows: list[Row],
+    writes: Mapping[tuple[str, str], list[WritesRow]],
+    filter: Mapping[str, Any],
+    remaining: int | None,
+) -> Generator[Any, Any, int | None]:
+    """Load ``rows`` in batches and emit those the filter keeps, at most ``remaining``;
+    how many may still be emitted (None: no limit)."""
     for start in range(0, len(rows), _LOAD_BATCH):
+        if remaining == 0:
+            break
         batch = rows[start : start + _LOAD_BATCH]
+        if remaining is not None:
+            batch = batch[:remaining] if not filter else batch
         found = [(r, writes.get(schema.checkpoint_ref(r.item), [])) for r in batch]
         tuples = yield from load(core, found, None)
         for tup in tuples:
@@ -91,8 +124,9 @@ def list_checkpoints(
             yield Emit(tup)
             if remaining is not None:
                 remaining -= 1
-                if remaining <= 0:
-                    return
+                if remaining == 0:
+                    break
+    return remaining
 
 
 def _server_filter(filter: Mapping[str, Any], before_id: str | None) -> ListFilter:
@@ -115,31 +149,35 @@ def _scan_all(core: SaverCore, query: ListFilter) -> Flow[list[Item]]:
     return [i for i in items if core.layout.owns_pk(schema.pk_of(i))]
 
 
-def _query_thread(
-    core: SaverCore, thread_id: str, ns: str | None, cid: str | None, query: ListFilter
-) -> Flow[list[Item]]:
+def _thread_query(
+    core: SaverCore, config: RunnableConfig, where: ListFilter, limit: int | None
+) -> Query:
+    """The first page of a thread's checkpoint and writes items for ``list``, newest
+    first: a namespace's (or every namespace's), one checkpoint's, or those before one."""
+    thread_id, _ = thread_ns(config)
+    raw_ns = config["configurable"].get("checkpoint_ns")
+    ns = None if raw_ns is None else ns_value(raw_ns)
+    cid = checkpoint_id_of(config)
     between = prefix = None
     if ns is not None and cid is not None:
         between = (core.layout.checkpoint_sk(ns, cid), core.layout.writes_upper_sk(ns, cid))
-    elif ns is not None and query.before_id is not None:
-        between = (core.layout.ns_prefix_sk(ns), core.layout.checkpoint_sk(ns, query.before_id))
+    elif ns is not None and where.before_id is not None:
+        between = (core.layout.ns_prefix_sk(ns), core.layout.checkpoint_sk(ns, where.before_id))
     elif ns is not None:
         prefix = core.layout.ns_prefix_sk(ns)
     else:
         prefix = core.layout.checkpoints_sk_prefix()
-    where = replace(query, cid=cid)
-    items = yield from read_all(
-        Query(
-            core.table,
-            core.layout.pk(thread_id),
-            prefix=prefix,
-            between=between,
-            newest_first=True,
-            consistent=False,
-            where=where,
-        )
+    return Query(
+        core.table,
+        core.layout.pk(thread_id),
+        prefix=prefix,
+        between=between,
+        newest_first=True,
+        consistent=False,
+        # A checkpoint usually comes with a few writes items; a filter may skip some.
+        limit=None if limit is None else min(limit * _ITEMS_PER_CHECKPOINT, _LIST_PAGE),
+        where=replace(where, cid=cid),
     )
-    return items
 
 
 # ------------------------------------------------------------- the chain walk
