@@ -29,6 +29,7 @@ from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.errors import MissingDependencyError
 from langgraph_s3.operations import Emit, Flow, Sleep, T, WaitUpload
+from langgraph_s3.tracing import Call, Stats, span
 from langgraph_s3.transport import DYNAMODB, S3
 
 try:
@@ -173,16 +174,16 @@ class AsyncS3Saver(Driver):
         return merge_config(config, self._boto_config)
 
     # -------------------------------------------------------------- driving
-    async def _perform(self, op: Any) -> Any:
+    async def _perform(self, op: Any, stats: Stats | None = None) -> Any:
         if isinstance(op, Sleep):
             await asyncio.sleep(op.seconds)
             return None
         if isinstance(op, WaitUpload):
             return await asyncio.wrap_future(op.pending)
-        exchange = Exchange(self, op, self.endpoint_url)
+        exchange = Exchange(self, op, self.endpoint_url, stats)
         try:
             client = exchange.on(await self._client(exchange.client_name))
-            response = await getattr(client, exchange.method)(**exchange.params)
+            response = exchange.answered(await getattr(client, exchange.method)(**exchange.params))
             if exchange.reads_body:
                 async with response["Body"] as body:
                     response = await body.read()
@@ -190,42 +191,45 @@ class AsyncS3Saver(Driver):
             return exchange.failed(exc)
         return exchange.done(response)
 
-    async def _bounded(self, op: Any) -> Any:
+    async def _bounded(self, op: Any, stats: Stats | None) -> Any:
         if isinstance(op, WaitUpload):
             # A wait holds no request slot: the upload it waits for may need one.
-            return await self._perform(op)
+            return await self._perform(op, stats)
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.max_concurrency)
         async with self._sem:
-            return await self._perform(op)
+            return await self._perform(op, stats)
 
-    async def _perform_many(self, ops: list[Any]) -> list[Any]:
+    async def _perform_many(self, ops: list[Any], stats: Stats | None) -> list[Any]:
         if len(ops) == 1:
-            return [await self._perform(ops[0])]
-        return list(await asyncio.gather(*(self._bounded(op) for op in ops)))
+            return [await self._perform(ops[0], stats)]
+        return list(await asyncio.gather(*(self._bounded(op, stats) for op in ops)))
 
-    async def _outcome(self, op: Any) -> tuple[Any, BaseException | None]:
+    async def _outcome(self, op: Any, stats: Stats | None) -> tuple[Any, BaseException | None]:
         try:
-            many = isinstance(op, list)
-            return (await self._perform_many(op) if many else await self._perform(op)), None
+            if isinstance(op, list):
+                return await self._perform_many(op, stats), None
+            return await self._perform(op, stats), None
         except Exception as exc:
             return None, exc
 
-    async def run(self, flow: Flow[T]) -> T:
+    async def run(self, flow: Flow[T], call: Call | None = None) -> T:
         """Run a core flow to its end on this saver's clients; its result (see ``S3Saver.run``)."""
-        steps = Steps(flow)
-        for op in steps:
-            steps.answer(*await self._outcome(op))
-        return steps.result  # type: ignore[return-value]
+        with span(self, call) as stats:
+            steps = Steps(flow)
+            for op in steps:
+                steps.answer(*await self._outcome(op, stats))
+            return steps.result  # type: ignore[return-value]
 
-    async def iterate(self, flow: Flow[Any]) -> AsyncIterator[Any]:
+    async def iterate(self, flow: Flow[Any], call: Call | None = None) -> AsyncIterator[Any]:
         """Run a core flow that emits results (``Emit``), yielding each one as it comes."""
-        steps = Steps(flow)
-        for op in steps:
-            if isinstance(op, Emit):
-                yield op.value
-            else:
-                steps.answer(*await self._outcome(op))
+        with span(self, call) as stats:
+            steps = Steps(flow)
+            for op in steps:
+                if isinstance(op, Emit):
+                    yield op.value
+                else:
+                    steps.answer(*await self._outcome(op, stats))
 
     # ----------------------------------------------------------- async API
     async def setup(self) -> None:
@@ -235,7 +239,7 @@ class AsyncS3Saver(Driver):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch the latest checkpoint of a thread, or the one named by ``checkpoint_id``."""
-        return await self.run(get_tuple(self, config))
+        return await self.run(get_tuple(self, config), Call.of("get_tuple", config))
 
     async def alist(
         self,
@@ -247,7 +251,8 @@ class AsyncS3Saver(Driver):
     ) -> AsyncIterator[CheckpointTuple]:
         """List checkpoints newest first (see ``S3Saver.list``)."""
         async for tup in self.iterate(
-            list_checkpoints(self, config, filter=filter, before=before, limit=limit)
+            list_checkpoints(self, config, filter=filter, before=before, limit=limit),
+            Call.of("list", config),
         ):
             yield tup
 
@@ -259,7 +264,9 @@ class AsyncS3Saver(Driver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint (see ``S3Saver.put``)."""
-        return await self.run(put(self, config, checkpoint, metadata, new_versions))
+        return await self.run(
+            put(self, config, checkpoint, metadata, new_versions), Call.of("put", config)
+        )
 
     async def aput_writes(
         self,
@@ -269,33 +276,40 @@ class AsyncS3Saver(Driver):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes in one DynamoDB request."""
-        await self.run(put_writes(self, config, writes, task_id, task_path))
+        await self.run(
+            put_writes(self, config, writes, task_id, task_path), Call.of("put_writes", config)
+        )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and object of a thread."""
-        await self.run(delete_thread(self, thread_id))
+        await self.run(delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
-        await self.run(delete_for_runs(self, run_ids))
+        await self.run(delete_for_runs(self, run_ids), Call("delete_for_runs"))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread id."""
-        await self.run(copy_thread(self, source_thread_id, target_thread_id))
+        await self.run(
+            copy_thread(self, source_thread_id, target_thread_id),
+            Call("copy_thread", str(source_thread_id)),
+        )
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads (see ``S3Saver.prune``)."""
-        await self.run(prune(self, thread_ids, strategy))
+        await self.run(prune(self, thread_ids, strategy), Call("prune"))
 
     async def aclaim_thread(self, thread_id: str) -> str:
         """Make this saver's region the owner of a thread (see ``S3Saver.claim_thread``)."""
-        return await self.run(claim_thread(self, thread_id))
+        return await self.run(claim_thread(self, thread_id), Call("claim_thread", str(thread_id)))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Writes and seed of delta channels along the parent chain."""
-        return await self.run(delta_history(self, config, channels))
+        return await self.run(
+            delta_history(self, config, channels), Call.of("get_delta_channel_history", config)
+        )
 
     # ------------------------------------------- sync API (other threads only)
     def _sync(self, coro: Any) -> Any:

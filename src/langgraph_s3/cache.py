@@ -39,6 +39,8 @@ class LRU(Generic[K, V]):
         self._clock = clock
         self._bytes = 0
         self._lock = threading.Lock()
+        #: How many lookups found a fresh entry (read by tracing).
+        self.hits = 0
 
     def _fresh(self, key: K) -> tuple[V, int, float] | None:
         hit = self._data.get(key)
@@ -54,12 +56,15 @@ class LRU(Generic[K, V]):
             hit = self._fresh(key)
             if hit is None:
                 return None
+            self.hits += 1
             self._data.move_to_end(key)
             return hit[0]
 
     def __contains__(self, key: K) -> bool:
         with self._lock:
-            return self._fresh(key) is not None
+            found = self._fresh(key) is not None
+            self.hits += found
+            return found
 
     def put(self, key: K, value: V, size: int = 0) -> None:
         if self._max_bytes is not None and size > self._max_bytes:

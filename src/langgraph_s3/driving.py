@@ -19,7 +19,8 @@ from typing_extensions import Unpack
 
 from langgraph_s3.core.config import SaverOptions, check_options
 from langgraph_s3.core.state import SaverCore
-from langgraph_s3.operations import Flow, S3Get, T
+from langgraph_s3.operations import Flow, S3Get, S3Put, T
+from langgraph_s3.tracing import Stats
 from langgraph_s3.transport import (
     DYNAMODB,
     HOME_S3,
@@ -122,8 +123,11 @@ class Exchange:
     give the operation's result or raise our typed error.
     """
 
-    def __init__(self, saver: SaverCore, op: Any, endpoint_url: str | None) -> None:
-        self.saver, self.op, self.endpoint_url = saver, op, endpoint_url
+    def __init__(
+        self, saver: SaverCore, op: Any, endpoint_url: str | None, stats: Stats | None = None
+    ) -> None:
+        self.saver, self.op, self.endpoint_url, self.stats = saver, op, endpoint_url, stats
+        self.retries = 0
         home_bucket = saver.cross_region.home_bucket if saver.cross_region else None
         self.client_name, self.method, self.params = call_spec(op, saver.bucket, home_bucket)
         self.reads_body = isinstance(op, S3Get)
@@ -136,8 +140,21 @@ class Exchange:
         self.region = self.region or getattr(meta, "region_name", None)
         return client
 
+    def answered(self, response: Any) -> Any:
+        """Note what botocore says of the raw response (its retries); returns it."""
+        meta = response.get("ResponseMetadata", {}) if isinstance(response, dict) else {}
+        self.retries = int(meta.get("RetryAttempts", 0) or 0)
+        return response
+
+    def _count(self, received: int = 0) -> None:
+        if self.stats is not None:
+            service = DYNAMODB if self.client_name == DYNAMODB else S3
+            sent = len(self.op.body) if isinstance(self.op, S3Put) else 0
+            self.stats.add(service, sent, received, self.retries)
+
     def done(self, response: Any) -> Any:
-        """The operation's result from a successful call."""
+        """The operation's result from a successful call (an ``S3Get``'s: the body)."""
+        self._count(len(response) if self.reads_body and response is not None else 0)
         settle(self.op, True)
         log_request(self.op, self.method, time.perf_counter() - self.started, response, True)
         return finish(self.op, response)
@@ -148,6 +165,10 @@ class Exchange:
         from botocore.exceptions import BotoCoreError, ClientError
 
         settle(self.op, False)
+        if isinstance(exc, ClientError | BotoCoreError):
+            if isinstance(exc, ClientError):
+                self.answered(exc.response)
+            self._count()
         if isinstance(exc, ClientError):
             log_request(self.op, self.method, time.perf_counter() - self.started, None, False)
             saver = self.saver

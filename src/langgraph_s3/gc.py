@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.core.collect import DEFAULT_GRACE, STATE_KEY, GcReport, Progress, collect_flow
 from langgraph_s3.errors import DamageFoundError, InvalidConfigError
+from langgraph_s3.tracing import Call
 
 if TYPE_CHECKING:
     from langgraph_s3.aio import AsyncS3Saver
@@ -24,12 +25,12 @@ if TYPE_CHECKING:
 
 def collect(saver: S3Saver, **kwargs: Any) -> GcReport:
     """Run a collection with a sync saver. Keyword arguments as ``collect_flow``."""
-    return saver.run(collect_flow(saver, **kwargs))
+    return saver.run(collect_flow(saver, **kwargs), Call("collect"))
 
 
 async def acollect(saver: AsyncS3Saver, **kwargs: Any) -> GcReport:
     """Run a collection with an async saver. Keyword arguments as ``collect_flow``."""
-    return await saver.run(collect_flow(saver, **kwargs))
+    return await saver.run(collect_flow(saver, **kwargs), Call("collect"))
 
 
 def parse_duration(text: str) -> float:

@@ -28,6 +28,7 @@ from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_threa
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.operations import Emit, Flow, Sleep, T, WaitUpload
+from langgraph_s3.tracing import Call, Stats, span
 from langgraph_s3.transport import DYNAMODB, S3
 
 
@@ -150,32 +151,32 @@ class S3Saver(Driver):
                     )
         return self._pool
 
-    def _perform(self, op: Any) -> Any:
+    def _perform(self, op: Any, stats: Stats | None = None) -> Any:
         if isinstance(op, Sleep):
             time.sleep(op.seconds)
             return None
         if isinstance(op, WaitUpload):
             return op.pending.result()
-        exchange = Exchange(self, op, self.endpoint_url)
+        exchange = Exchange(self, op, self.endpoint_url, stats)
         try:
             client = exchange.on(self._client(exchange.client_name))
-            response = getattr(client, exchange.method)(**exchange.params)
+            response = exchange.answered(getattr(client, exchange.method)(**exchange.params))
             if exchange.reads_body:
                 response = response["Body"].read()
         except BaseException as exc:
             return exchange.failed(exc)
         return exchange.done(response)
 
-    def _perform_many(self, ops: list[Any]) -> list[Any]:
+    def _perform_many(self, ops: list[Any], stats: Stats | None) -> list[Any]:
         if len(ops) == 1:
-            return [self._perform(ops[0])]
+            return [self._perform(ops[0], stats)]
         if not ops:
             return []
         # Waits for another flow's upload run here, never on a pool worker: a worker
         # blocked on an upload queued behind it in the same pool would never wake.
         pool = self._executor()
         futures = {
-            i: pool.submit(self._perform, op)
+            i: pool.submit(self._perform, op, stats)
             for i, op in enumerate(ops)
             if not isinstance(op, WaitUpload)
         }
@@ -187,31 +188,36 @@ class S3Saver(Driver):
             results[i] = fut.result()
         return results
 
-    def _outcome(self, op: Any) -> tuple[Any, BaseException | None]:
+    def _outcome(self, op: Any, stats: Stats | None) -> tuple[Any, BaseException | None]:
         try:
-            return (self._perform_many(op) if isinstance(op, list) else self._perform(op)), None
+            if isinstance(op, list):
+                return self._perform_many(op, stats), None
+            return self._perform(op, stats), None
         except Exception as exc:
             return None, exc
 
-    def run(self, flow: Flow[T]) -> T:
+    def run(self, flow: Flow[T], call: Call | None = None) -> T:
         """Run a core flow to its end, performing each request it yields; its result.
 
         This is how the collector, the command line and tools run a flow of
-        :mod:`langgraph_s3.core` on this saver's clients.
+        :mod:`langgraph_s3.core` on this saver's clients. ``call`` names it for
+        tracing (:mod:`langgraph_s3.tracing`): one span per call.
         """
-        steps = Steps(flow)
-        for op in steps:
-            steps.answer(*self._outcome(op))
-        return steps.result  # type: ignore[return-value]
+        with span(self, call) as stats:
+            steps = Steps(flow)
+            for op in steps:
+                steps.answer(*self._outcome(op, stats))
+            return steps.result  # type: ignore[return-value]
 
-    def iterate(self, flow: Flow[Any]) -> Iterator[Any]:
+    def iterate(self, flow: Flow[Any], call: Call | None = None) -> Iterator[Any]:
         """Run a core flow that emits results (``Emit``), yielding each one as it comes."""
-        steps = Steps(flow)
-        for op in steps:
-            if isinstance(op, Emit):
-                yield op.value
-            else:
-                steps.answer(*self._outcome(op))
+        with span(self, call) as stats:
+            steps = Steps(flow)
+            for op in steps:
+                if isinstance(op, Emit):
+                    yield op.value
+                else:
+                    steps.answer(*self._outcome(op, stats))
 
     # ----------------------------------------------------------------- public
     def setup(self) -> None:
@@ -229,7 +235,7 @@ class S3Saver(Driver):
             config: ``{"configurable": {"thread_id": ..., "checkpoint_ns": ...,
                 "checkpoint_id": ...}}``; ``checkpoint_ns`` and ``checkpoint_id`` are optional.
         """
-        return self.run(get_tuple(self, config))
+        return self.run(get_tuple(self, config), Call.of("get_tuple", config))
 
     def list(
         self,
@@ -249,7 +255,8 @@ class S3Saver(Driver):
             limit: At most this many results.
         """
         return self.iterate(
-            list_checkpoints(self, config, filter=filter, before=before, limit=limit)
+            list_checkpoints(self, config, filter=filter, before=before, limit=limit),
+            Call.of("list", config),
         )
 
     def put(
@@ -265,7 +272,9 @@ class S3Saver(Driver):
             CheckpointConflictError: another run committed on this thread after this run
                 read the latest checkpoint. Nothing was committed.
         """
-        return self.run(put(self, config, checkpoint, metadata, new_versions))
+        return self.run(
+            put(self, config, checkpoint, metadata, new_versions), Call.of("put", config)
+        )
 
     def put_writes(
         self,
@@ -275,23 +284,28 @@ class S3Saver(Driver):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes in one DynamoDB request."""
-        self.run(put_writes(self, config, writes, task_id, task_path))
+        self.run(
+            put_writes(self, config, writes, task_id, task_path), Call.of("put_writes", config)
+        )
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and object of a thread."""
-        self.run(delete_thread(self, thread_id))
+        self.run(delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
-        self.run(delete_for_runs(self, run_ids))
+        self.run(delete_for_runs(self, run_ids), Call("delete_for_runs"))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread id."""
-        self.run(copy_thread(self, source_thread_id, target_thread_id))
+        self.run(
+            copy_thread(self, source_thread_id, target_thread_id),
+            Call("copy_thread", str(source_thread_id)),
+        )
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` (per namespace, delta-channel aware) or ``"delete"``."""
-        self.run(prune(self, thread_ids, strategy))
+        self.run(prune(self, thread_ids, strategy), Call("prune"))
 
     def claim_thread(self, thread_id: str) -> str:
         """Make this saver's region the owner of a thread (cross-region hand-over).
@@ -302,13 +316,15 @@ class S3Saver(Driver):
         Returns:
             The region that owned the thread before.
         """
-        return self.run(claim_thread(self, thread_id))
+        return self.run(claim_thread(self, thread_id), Call("claim_thread", str(thread_id)))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Writes and seed of delta channels along the parent chain, read in index pages."""
-        return self.run(delta_history(self, config, channels))
+        return self.run(
+            delta_history(self, config, channels), Call.of("get_delta_channel_history", config)
+        )
 
     # ---------------------------------------------- async API (on a thread)
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

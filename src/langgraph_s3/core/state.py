@@ -47,6 +47,10 @@ class Caches:
         #: so its blobs are re-used after verification.
         self.latest: LRU[tuple[str, str, str], Blobs] = LRU(50_000, cache_bytes, ttl=ttl)
 
+    def hits(self) -> int:
+        """Lookups answered from memory so far, over every cache (for tracing)."""
+        return sum(c.hits for c in (self.entries, self.objects, self.known_blobs, self.latest))
+
     def forget_thread(self, thread_id: str, prefix: str) -> None:
         """Drop everything about a thread (whose objects live under ``prefix``)."""
         self.objects.discard(lambda k: k.startswith(prefix))
