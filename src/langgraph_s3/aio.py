@@ -28,7 +28,7 @@ from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_threa
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.errors import MissingDependencyError
-from langgraph_s3.operations import Emit, Flow, Sleep, T, WaitUpload
+from langgraph_s3.operations import Flow, Sleep, T, WaitUpload
 from langgraph_s3.tracing import Call, Stats, span
 from langgraph_s3.transport import DYNAMODB, S3
 
@@ -226,10 +226,11 @@ class AsyncS3Saver(Driver):
         with span(self, call) as stats:
             steps = Steps(flow)
             for op in steps:
-                if isinstance(op, Emit):
-                    yield op.value
-                else:
-                    steps.answer(*await self._outcome(op, stats))
+                for value in steps.emitted():
+                    yield value
+                steps.answer(*await self._outcome(op, stats))
+            for value in steps.emitted():
+                yield value
 
     # ----------------------------------------------------------- async API
     async def setup(self) -> None:

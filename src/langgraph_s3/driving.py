@@ -19,7 +19,7 @@ from typing_extensions import Unpack
 
 from langgraph_s3.core.config import SaverOptions, check_options
 from langgraph_s3.core.state import SaverCore
-from langgraph_s3.operations import Flow, S3Get, S3Put, T
+from langgraph_s3.operations import Emit, Flow, S3Get, S3Put, T
 from langgraph_s3.tracing import Stats
 from langgraph_s3.transport import (
     DYNAMODB,
@@ -82,6 +82,8 @@ class Driver(SaverCore):
 class Steps(Generic[T]):
     """A flow, stepped: iterating gives the requests it yields; each is answered
     with :meth:`answer` before the next is asked for; ``result`` once it returned.
+    Results it hands out on the way (``Emit``, from ``list``) wait in :meth:`emitted`;
+    a driver gives them to its caller before it performs the next request.
 
     An error answered to a request is thrown into the flow at once, so its cleanup
     (``finally``) runs before the error reaches the caller.
@@ -91,23 +93,32 @@ class Steps(Generic[T]):
         self._flow = flow
         self._value: Any = None
         self._error: BaseException | None = None
+        self._emitted: list[Any] = []
         self.result: T | None = None
 
     def __iter__(self) -> Iterator[Any]:
         return self
 
     def __next__(self) -> Any:
-        try:
-            if self._error is not None:
-                op = self._flow.throw(self._error)
-            else:
-                op = self._flow.send(self._value)
-        except StopIteration as stop:
-            self.result = stop.value
-            raise StopIteration from None
-        # The flow has the value now: do not hold it through the next request.
-        self._value = self._error = None
-        return op
+        while True:
+            try:
+                if self._error is not None:
+                    op = self._flow.throw(self._error)
+                else:
+                    op = self._flow.send(self._value)
+            except StopIteration as stop:
+                self.result = stop.value
+                raise StopIteration from None
+            # The flow has the value now: do not hold it through the next request.
+            self._value = self._error = None
+            if not isinstance(op, Emit):
+                return op
+            self._emitted.append(op.value)  # a result for the caller: the flow goes on
+
+    def emitted(self) -> list[Any]:
+        """The results the flow handed out (``Emit``) since this was last asked."""
+        out, self._emitted = self._emitted, []
+        return out
 
     def answer(self, value: Any, error: BaseException | None) -> None:
         """The outcome of the request last given out: its result, or an error."""

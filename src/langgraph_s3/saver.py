@@ -27,7 +27,7 @@ from langgraph_s3.core.setup import setup
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
-from langgraph_s3.operations import Emit, Flow, Sleep, T, WaitUpload
+from langgraph_s3.operations import Flow, Sleep, T, WaitUpload
 from langgraph_s3.tracing import Call, Stats, span
 from langgraph_s3.transport import DYNAMODB, S3
 
@@ -214,10 +214,9 @@ class S3Saver(Driver):
         with span(self, call) as stats:
             steps = Steps(flow)
             for op in steps:
-                if isinstance(op, Emit):
-                    yield op.value
-                else:
-                    steps.answer(*self._outcome(op, stats))
+                yield from steps.emitted()
+                steps.answer(*self._outcome(op, stats))
+            yield from steps.emitted()
 
     # ----------------------------------------------------------------- public
     def setup(self) -> None:

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from langgraph_s3.core.index import Query
 from langgraph_s3.driving import Clients, Exchange, Steps, client_region
 from langgraph_s3.errors import EndpointError, StorageNotFoundError
-from langgraph_s3.operations import S3Get, S3Put
+from langgraph_s3.operations import Emit, S3Get, S3Put
 from langgraph_s3.regions import CrossRegion
 from langgraph_s3.transport import DYNAMODB, HOME_S3, S3
 from tests.core.canned import make_core
@@ -108,3 +108,20 @@ def test_the_home_client_lives_in_the_home_region() -> None:
     assert client_region(core, HOME_S3) == "us-east-1"
     with pytest.raises(AssertionError):
         client_region(make_core(), HOME_S3)
+
+
+def _emitting() -> Generator[Any, Any, None]:
+    yield Emit(1)
+    yield Emit(2)
+    got = yield "read"
+    yield Emit(got)
+
+
+def test_emitted_results_wait_for_the_driver_and_requests_still_come_in_order() -> None:
+    steps = Steps(_emitting())
+    assert next(steps) == "read" and steps.emitted() == [1, 2]
+    assert steps.emitted() == []
+    steps.answer("page", None)
+    with pytest.raises(StopIteration):
+        next(steps)
+    assert steps.emitted() == ["page"]
