@@ -10,7 +10,6 @@ from urllib.parse import parse_qs, urlparse
 
 from langgraph_s3.errors import InvalidConfigError
 
-
 #: What ``s3://`` connection strings take after ``?``.
 CONN_STRING_OPTIONS = ("table", "region", "endpoint_url", "compression_level")
 #: Other savers' spellings of those options, which difflib alone would not map.
