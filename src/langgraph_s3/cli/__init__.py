@@ -156,6 +156,18 @@ def _one_line(exc: BaseException, args: list[str]) -> int:
     return code
 
 
+def _usage_line(exc: Any, args: list[str]) -> int:
+    """A usage error as one line naming the command's --help (click would print the
+    usage and a framed message)."""
+    if "--debug" in args:
+        raise exc
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    err.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}{where}", highlight=False)
+    return USAGE
+
+
 def main(argv: list[str] | None = None) -> int:
     """The console script: run a command, map failures to the documented exit codes."""
     args = sys.argv[1:] if argv is None else argv
@@ -170,12 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         err.print("aborted")
         return NOT_OK
     except typer.TyperException as exc:  # usage errors: bad option, missing argument
-        show = getattr(exc, "show", None)
-        if show is not None:
-            show()
-        else:
-            err.print(f"error: {escape(str(exc))}")
-        return USAGE
+        return _usage_line(exc, args)
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130
