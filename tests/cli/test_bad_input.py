@@ -159,6 +159,8 @@ CASES: dict[str, Case] = {
     "export, endpoint down": lambda w: (["--url", w.url(endpoint_url="http://127.0.0.1:9"),
                                          "export", "t1", "-o", str(w.archive)], 3,
                                         ["--endpoint-url"]),
+    "export into a missing directory": lambda w: (
+        ["--url", w.url(), "export", "t1", "-o", str(w.tmp / "no" / "t1.lgs3")], 2, ["-o"]),
     "import onto an existing thread": lambda w: (["--url", w.url(), "import", str(w.archive)],
                                                  1, ["ThreadExistsError", "--thread-id"]),
     "import a missing file": lambda w: (["--url", w.url(), "import", str(w.tmp / "none")], 2,

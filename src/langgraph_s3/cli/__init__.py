@@ -138,9 +138,11 @@ def _one_line(exc: BaseException, args: list[str]) -> int:
         error = exc.response.get("Error", {})
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
         code = STORAGE
+        what = str(error.get("Code") or "")
+        what = f"HTTP {status}" if what in ("", str(status)) else f"{what} (HTTP {status})"
         message = (
-            f"AWS answered {exc.operation_name} with {error.get('Code') or 'an error'} "
-            f"(HTTP {status}): check --region and --endpoint-url; --debug shows the response"
+            f"AWS answered {exc.operation_name} with {what}: check --region and "
+            "--endpoint-url; --debug shows the response"
         )
     elif isinstance(exc, BotoCoreError):
         code, message = STORAGE, f"{type(exc).__name__}: {exc}"

@@ -26,6 +26,7 @@ from langgraph_s3.cli.common import (
     shell_message,
     where,
 )
+from langgraph_s3.errors import InvalidConfigError
 
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="say what would happen; change nothing")]
@@ -160,9 +161,14 @@ class _replacing:
         self.path = path
 
     def __enter__(self) -> Any:
+        if not self.path.parent.is_dir():
+            raise InvalidConfigError(f"no directory {str(self.path.parent)!r} for -o")
         fd, self.temp = tempfile.mkstemp(
             dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".part"
         )
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.temp, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
         self.file = os.fdopen(fd, "w")
         return self.file
 
@@ -319,7 +325,6 @@ def gc(
 
     Example: langgraph-s3 --url s3://my-bucket/agents/?table=t gc --idle-ttl 30d --dry-run
     """
-    from langgraph_s3.errors import InvalidConfigError
     from langgraph_s3.gc import collect, parse_duration
 
     seconds = parse_duration(grace)
