@@ -237,7 +237,9 @@ def migrate(
         left = [t for t in left if t not in {f["thread_id"] for f in failed}]
         err.print(
             f"{summary}; stopped before {len(left)} thread(s): {', '.join(left[:5])}"
-            f"{' ...' if len(left) > 5 else ''} (run the same command again to resume)"
+            f"{' ...' if len(left) > 5 else ''} (run the same command again to resume)",
+            markup=False,
+            highlight=False,
         )
         raise stopped
     (err if json_ else out).print(summary, highlight=False)
@@ -261,14 +263,14 @@ def _migrate_each(
                 r = migrate_thread(source, target, thread)
             except (ThreadExistsError, ThreadNotFoundError) as exc:
                 failed.append({"thread_id": thread, "status": "failed", "error": str(exc)})
-                err.print(f"{thread}: not migrated: {shell_message(exc)}", highlight=False)
+                err.print(f"{thread}: not migrated: {shell_message(exc)}", markup=False)
                 continue
             except Exception as exc:
                 return results, failed, exc
             results.append(r)
             if not quiet:
-                out.print(f"{thread}: {r.status}, {r.checkpoints} checkpoint(s), "
-                          f"{r.writes} pending write(s)", highlight=False)  # fmt: skip
+                line = f"{thread}: {r.status}, {r.checkpoints} checkpoint(s), {r.writes} pending"
+                out.print(f"{line} write(s)", markup=False, highlight=False)
             if tick is not None:
                 tick("migrate", n, len(threads))
     return results, failed, None
