@@ -19,7 +19,7 @@ checkpoints to S3, ``s3_bucket`` and ``s3_prefix`` (its ``s3_offload_config``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -27,7 +27,12 @@ from urllib.parse import parse_qs, urlparse
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from langgraph_s3.archive import thread_ids
-from langgraph_s3.errors import InvalidConfigError, MissingDependencyError, StorageNotFoundError
+from langgraph_s3.errors import (
+    EndpointError,
+    InvalidConfigError,
+    MissingDependencyError,
+    StorageNotFoundError,
+)
 
 #: Partition key prefix of DynamoDBSaver's checkpoint items (``_checkpoint_pk``).
 DYNAMODB_CHECKPOINT_PK = "CHECKPOINT_"
@@ -63,7 +68,7 @@ def open_source(url: str, serde: Any = None) -> Iterator[Source]:
         cls = _import(
             "langgraph.checkpoint.postgres", "PostgresSaver", "langgraph-checkpoint-postgres"
         )
-        with cls.from_conn_string(url) as saver:
+        with _postgres(cls, url) as saver:
             if serde is not None:
                 saver.serde = serde
             yield Source(saver, lambda: thread_ids(saver))
@@ -96,6 +101,23 @@ def _sqlite(url: str, serde: Any) -> Iterator[Any]:
         )
     with closing(sqlite3.connect(path, check_same_thread=False)) as conn:
         yield cls(conn, serde=serde)
+
+
+@contextmanager
+def _postgres(cls: Any, url: str) -> Iterator[Any]:
+    """A PostgresSaver; a server that does not answer is an ``EndpointError``."""
+    import psycopg
+
+    with ExitStack() as stack:
+        try:
+            saver = stack.enter_context(cls.from_conn_string(url))
+        except psycopg.OperationalError as exc:
+            where = urlparse(url)
+            raise EndpointError(
+                f"could not connect to PostgreSQL at {where.hostname}:{where.port or 5432} "
+                f"({' '.join(str(exc).split())}): check the host, port and credentials in --from"
+            ) from exc
+        yield saver
 
 
 def dynamodb_saver(url: str) -> Any:

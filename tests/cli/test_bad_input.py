@@ -181,6 +181,9 @@ CASES: dict[str, Case] = {
     "migrate from a misspelt dynamodb option": lambda w: (
         ["--url", w.url(), "migrate", "--from", "dynamodb://t?regoin=x"], 2,
         ["'regoin'", "did you mean 'region'"]),
+    "migrate from an unreachable postgres": lambda w: (
+        ["--url", w.url(), "migrate", "--from", "postgresql://u:pw@127.0.0.1:9/db"], 3,
+        ["PostgreSQL at 127.0.0.1:9", "--from"]),
     "migrate from an unknown scheme": lambda w: (
         ["--url", w.url(), "migrate", "--from", "ftp://x"], 2, ["sqlite:///"]),
     "encrypted thread without --serde": lambda w: (["--url", w.url(), "show", "secret"], 2,
