@@ -9,6 +9,7 @@ against real S3/DynamoDB semantics.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langgraph_s3 import S3Saver
+from langgraph_s3.archive import export_thread, import_thread
 from tests.cli import serdes
 from tests.cli.test_commands import SCRIPT
 from tests.conftest import REGION, Backend
@@ -296,43 +298,56 @@ def test_missing_sqlite_source_is_not_created(world: World) -> None:
     assert not typo.exists()
 
 
-def test_migrate_resumes_and_says_what_it_did(world: World) -> None:
-    """Threads already migrated with the same history are skipped, a thread with
-    another history fails alone (exit 1) and the others are still migrated."""
-    database = world.tmp / "source.db"
-    with SqliteSaver.from_conn_string(str(database)) as sqlite:
-        for thread in ("a", "b", "t1", "c"):
-            cp = empty_checkpoint()
-            cp["channel_values"] = {"x": thread}
-            cp["channel_versions"] = {"x": sqlite.get_next_version(None, None)}
+def sqlite_source(path: Path, threads: dict[str, int]) -> str:
+    """A SqliteSaver database holding ``threads`` (id: number of chained checkpoints)."""
+    with SqliteSaver.from_conn_string(str(path)) as sqlite:
+        for thread, count in threads.items():
             conf: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-            sqlite.put(conf, cp, {"step": 0}, cp["channel_versions"])
-    source = f"sqlite:///{database}"
+            version = None
+            for step in range(count):
+                version = sqlite.get_next_version(version, None)
+                cp = empty_checkpoint()
+                cp["channel_values"] = {"x": f"{thread}{step}"}
+                cp["channel_versions"] = {"x": version}
+                conf = sqlite.put(conf, cp, {"step": step}, cp["channel_versions"])
+    return f"sqlite:///{path}"
+
+
+def test_migrate_resumes_and_says_what_it_did(world: World) -> None:
+    """Threads already migrated with the same history are skipped, one half-copied by
+    a run that stopped is copied again, a thread with another history fails alone
+    (exit 1) and the others are still migrated."""
+    source = sqlite_source(world.tmp / "source.db", {"a": 1, "b": 2, "t1": 1, "half": 3})
     first = run("--url", world.url(), "migrate", "--from", source, "--thread", "a")
     assert first.returncode == 0 and "a: migrated" in first.stdout
+    # "half" as a stopped run leaves it: its first checkpoint only.
+    with SqliteSaver.from_conn_string(source[len("sqlite:///") :]) as sqlite:
+        buffer = io.StringIO()
+        export_thread(sqlite, "half", buffer)
+    header, *records = buffer.getvalue().splitlines(keepends=True)
+    partial = json.dumps({**json.loads(header), "checkpoints": 1}) + "\n" + records[0]
+    with world.backend.saver() as target:
+        import_thread(target, io.StringIO(partial))
     # t1 already exists in the target with another history.
     second = run("--url", world.url(), "migrate", "--from", source, "--json")
     assert second.returncode == 1, second.stderr
     status = {r["thread_id"]: r["status"] for r in json.loads(second.stdout)}
-    assert status == {"a": "skipped", "b": "migrated", "t1": "failed", "c": "migrated"}
+    assert status == {"a": "skipped", "b": "migrated", "t1": "failed", "half": "completed"}
     assert "t1: not migrated" in second.stderr and "1 failed" in second.stderr
-    assert world.threads() == ["a", "b", "c", "secret", "t1"]
+    assert world.threads() == ["a", "b", "half", "secret", "t1"]
+    with world.backend.saver() as target:
+        assert len(list(target.list({"configurable": {"thread_id": "half"}}))) == 3
+    third = run("--url", world.url(), "migrate", "--from", source, "--thread", "half")
+    assert third.returncode == 0 and "half: skipped" in third.stdout
     missing = run("--url", world.url(), "migrate", "--from", source, "--thread", "nosuch")
     assert missing.returncode == 1 and "'nosuch'" in missing.stderr
 
 
 def test_migrate_stopped_by_a_storage_error_says_what_is_left(world: World) -> None:
-    database = world.tmp / "two.db"
-    with SqliteSaver.from_conn_string(str(database)) as sqlite:
-        for thread in ("a", "b"):
-            cp = empty_checkpoint()
-            cp["channel_versions"] = {"x": sqlite.get_next_version(None, None)}
-            cp["channel_values"] = {"x": 1}
-            conf: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-            sqlite.put(conf, cp, {"step": 0}, cp["channel_versions"])
+    source = sqlite_source(world.tmp / "two.db", {"a": 1, "b": 1})
     # The table is there, the bucket is not: the first thread's first write fails.
     target = world.url(bucket="no-such-bucket-y")
-    stopped = run("--url", target, "migrate", "--from", f"sqlite:///{database}")
+    stopped = run("--url", target, "migrate", "--from", source)
     assert stopped.returncode == 3 and "Traceback" not in stopped.stderr
     summary, error = stopped.stderr.strip().splitlines()
     assert "migrated 0 thread(s)" in summary and "stopped before 2 thread(s): " in summary
