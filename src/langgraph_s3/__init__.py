@@ -23,7 +23,9 @@ from langgraph_s3.errors import (
     StorageAccessError,
     StorageNotFoundError,
     ThreadExistsError,
+    ThreadNotFoundError,
     ThreadOwnedElsewhereError,
+    UndecodableValueError,
     UnsupportedFormatError,
 )
 from langgraph_s3.guard import continuation
@@ -55,7 +57,9 @@ __all__ = [
     "StorageAccessError",
     "StorageNotFoundError",
     "ThreadExistsError",
+    "ThreadNotFoundError",
     "ThreadOwnedElsewhereError",
+    "UndecodableValueError",
     "UnsupportedFormatError",
     "__version__",
     "continuation",

@@ -3,10 +3,43 @@ the command line."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from langgraph_s3.errors import InvalidConfigError
+
+#: What ``s3://`` connection strings take after ``?``.
+CONN_STRING_OPTIONS = ("table", "region", "endpoint_url", "compression_level")
+#: Other savers' spellings of those options, which difflib alone would not map.
+_OTHER_SPELLINGS = {"table_name": "table", "region_name": "region", "endpoint": "endpoint_url"}
+
+
+def check_url_options(url: str, query: Mapping[str, str], valid: Iterable[str]) -> None:
+    """Refuse an option a URL does not take, naming the closest valid one."""
+    valid = list(valid)
+    for name in query:
+        if name in valid:
+            continue
+        close = [_OTHER_SPELLINGS[name]] if _OTHER_SPELLINGS.get(name) in valid else []
+        close = close or difflib.get_close_matches(name, valid, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise InvalidConfigError(
+            f"unknown option {name!r} in {url!r}: {hint}options are {', '.join(valid)}"
+        )
+
+
+def check_endpoint_url(endpoint_url: str) -> None:
+    """Refuse an endpoint without a scheme (``localhost:5000``), which botocore would
+    reject deep inside client creation."""
+    parsed = urlparse(endpoint_url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        example = "localhost:5000" if "://" in endpoint_url else endpoint_url
+        raise InvalidConfigError(
+            f"endpoint URL {endpoint_url!r} needs http:// or https:// and a host, "
+            f"e.g. 'http://{example}'"
+        )
 
 
 def parse_conn_string(conn_string: str) -> dict[str, Any]:
@@ -18,9 +51,7 @@ def parse_conn_string(conn_string: str) -> dict[str, Any]:
             "'s3://bucket/optional/prefix?table=my-table&region=us-east-1'"
         )
     query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-    unknown = set(query) - {"table", "region", "endpoint_url", "compression_level"}
-    if unknown:
-        raise InvalidConfigError(f"unknown connection string option(s): {sorted(unknown)}")
+    check_url_options(conn_string, query, CONN_STRING_OPTIONS)
     if "table" not in query:
         raise InvalidConfigError(f"connection string {conn_string!r} needs '?table=...'")
     args: dict[str, Any] = {
@@ -30,6 +61,8 @@ def parse_conn_string(conn_string: str) -> dict[str, Any]:
         "region_name": query.get("region"),
         "endpoint_url": query.get("endpoint_url"),
     }
+    if args["endpoint_url"] is not None:
+        check_endpoint_url(args["endpoint_url"])
     if "compression_level" in query:
         try:
             args["compression_level"] = int(query["compression_level"])

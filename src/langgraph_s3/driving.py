@@ -44,8 +44,10 @@ class Driver(SaverCore):
 
     def __init__(
         self,
-        bucket: str,
-        table: str,
+        # Defaults only so that a misspelt name (tabel=, table_name=) reaches
+        # check_options, which names the right one; empty ones are refused there.
+        bucket: str = "",
+        table: str = "",
         prefix: str = "",
         s3_client: Any = None,
         dynamodb_client: Any = None,

@@ -69,6 +69,17 @@ class CorruptObjectError(ObjectError):
     """A stored object is truncated, altered, or not in the expected shape."""
 
 
+class UndecodableValueError(CorruptObjectError):
+    """A stored value is intact but the serializer in use cannot decode it.
+
+    Its bytes passed their checksum, so this is not damage: the thread was most likely
+    written with another serializer (an ``EncryptedSerializer``, a different key, a
+    custom ``serde``). Pass the serializer that wrote it (``serde=``; on the command
+    line ``--serde MODULE:ATTR``). A ``CorruptObjectError`` for code written before
+    this class existed.
+    """
+
+
 class UnsupportedFormatError(ObjectError):
     """An object was written by a newer format version than this library reads.
 
@@ -136,6 +147,12 @@ class ClockSkewError(S3SaverError):
 
 class ThreadExistsError(S3SaverError):
     """``copy_thread`` was asked to copy onto a thread that already has checkpoints."""
+
+
+class ThreadNotFoundError(S3SaverError):
+    """A thread named by an operation (export, copy, delete on the command line) has no
+    checkpoints. Check the thread id and the storage (``langgraph-s3 threads`` lists
+    what is there)."""
 
 
 class MissingDependencyError(S3SaverError, ImportError):

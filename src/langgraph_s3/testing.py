@@ -29,8 +29,15 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from langgraph_s3.local import local_endpoint, serialize_moto
+from langgraph_s3.errors import MissingDependencyError
 from langgraph_s3.saver import S3Saver
+
+try:
+    from langgraph_s3.local import local_endpoint, serialize_moto
+except ImportError as exc:  # moto is the `testing` extra; say so, not just its module name
+    raise MissingDependencyError(
+        f"langgraph_s3.testing needs moto ({exc}): pip install 'langgraph-s3[testing]'"
+    ) from exc
 
 if TYPE_CHECKING:
     from langgraph_s3.aio import AsyncS3Saver

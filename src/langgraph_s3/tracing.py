@@ -65,7 +65,10 @@ class Call:
     @classmethod
     def of(cls, name: str, config: Mapping[str, Any] | None = None) -> Call:
         """The call ``name`` on the thread a LangGraph config names (if any)."""
-        conf = (config or {}).get("configurable") or {}
+        # The flow checks the config; a malformed one is named here as no thread.
+        conf = config.get("configurable") if isinstance(config, Mapping) else None
+        if not isinstance(conf, Mapping):
+            return cls(name)
         thread, ns = conf.get("thread_id"), conf.get("checkpoint_ns")
         return cls(name, None if thread is None else str(thread), None if ns is None else str(ns))
 

@@ -70,6 +70,14 @@ def test_claim_makes_the_given_region_the_owner(server_backend: Backend) -> None
     with pytest.raises(ThreadOwnedElsewhereError):
         put_one(replica_saver(), "order-7")
     where = storage(server_backend, bucket, server_backend.table, REPLICA)
+    unknown = run(*where, "claim", "order-7", "--home-region", REGION, "--yes")
+    assert unknown.returncode == 1 and "'order-7'" in unknown.stderr  # nothing to claim yet
+    # The thread as the global table would replicate it from the home region.
+    with S3Saver(
+        bucket=bucket, table=server_backend.table, region_name=REPLICA,
+        endpoint_url=server_backend.endpoint_url, cross_region=CrossRegion(home_region=REPLICA),
+    ) as home_writer:  # fmt: skip
+        put_one(home_writer, "order-7")
     no_region = run(
         "--bucket", bucket, "--table", server_backend.table,
         "--endpoint-url", server_backend.endpoint_url or "",
@@ -91,8 +99,9 @@ def test_claim_makes_the_given_region_the_owner(server_backend: Backend) -> None
 def test_demo_runs_against_the_endpoint_it_is_given(server_backend: Backend) -> None:
     name = f"demo-{uuid.uuid4().hex[:8]}"
     done = run(
-        "demo", "--endpoint-url", server_backend.endpoint_url or "", "--bucket", name,
-        "--table", name, "--region", REGION, "--thread", "demo-thread",
+        "--endpoint-url", server_backend.endpoint_url or "", "--bucket", name,
+        "--table", name, "--region", REGION, "--prefix", "demo/", "demo", "--thread",
+        "demo-thread", "--setup",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "outcome = 'done: Refund order A-1042" in done.stdout

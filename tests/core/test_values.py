@@ -12,7 +12,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_s3 import codec
 from langgraph_s3.core import values
 from langgraph_s3.core.entries import Blobs, Entry, Envelope, Inline
-from langgraph_s3.errors import CorruptObjectError, SerializationError
+from langgraph_s3.errors import CorruptObjectError, SerializationError, UndecodableValueError
 from tests.core.canned import make_core
 
 KEY = "t1/c/~/c1.x"
@@ -50,7 +50,8 @@ def test_pickled_or_undecodable_data_is_corrupt_never_loaded() -> None:
     core = make_core()
     with pytest.raises(CorruptObjectError, match="pickled"):
         values.deserialize(core, "pickle", b"...", "channel 'x'", KEY)
-    with pytest.raises(CorruptObjectError, match="could not be deserialized"):
+    # Intact bytes the serializer cannot read: not damage, a serializer mismatch.
+    with pytest.raises(UndecodableValueError, match="could not be decoded by the serializer"):
         values.deserialize(core, "msgpack", b"\xc1", "channel 'x'", KEY)
 
 

@@ -530,3 +530,52 @@ def test_misspelt_option_names_it_and_the_closest_valid_one() -> None:
         assert "did you mean 'max_concurrency'" in message
         with pytest.raises(InvalidConfigError, match=r"'endpoint'.*did you mean 'endpoint_url'"):
             saver(bucket="b", table="t", endpoint="http://x")  # type: ignore[call-arg]
+        # A required name misspelt, or spelt as another saver spells it (DynamoDBSaver's
+        # table_name), is named too, not a TypeError about a missing argument.
+        with pytest.raises(InvalidConfigError, match=r"'tabel'.*did you mean 'table'"):
+            saver(bucket="b", tabel="t")  # type: ignore[call-arg]
+        with pytest.raises(InvalidConfigError, match=r"'table_name'.*did you mean 'table'"):
+            saver(bucket="b", table_name="t")  # type: ignore[call-arg]
+        with pytest.raises(InvalidConfigError, match="table is required"):
+            saver(bucket="b")
+
+
+def test_connection_string_mistakes_name_the_fix() -> None:
+    with pytest.raises(InvalidConfigError, match=r"'tabel'.*did you mean 'table'"):
+        S3Saver.from_conn_string("s3://b?tabel=t").__enter__()
+    with pytest.raises(InvalidConfigError, match=r"needs http:// or https://.*'http://h:1'"):
+        S3Saver.from_conn_string("s3://b?table=t&endpoint_url=h:1").__enter__()
+
+
+def test_testing_helpers_without_moto_name_the_extra() -> None:
+    """Without the ``testing`` extra, importing langgraph_s3.testing says what to install."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['moto'] = None\n"  # as if moto were not installed
+        "try:\n    import langgraph_s3.testing\n"
+        "except ImportError as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("MissingDependencyError")
+    assert "pip install 'langgraph-s3[testing]'" in done.stdout
+
+
+def test_value_another_serializer_wrote_is_undecodable_not_damaged(
+    inproc_backend: Backend,
+) -> None:
+    """Intact values written with an EncryptedSerializer, read with another serde: an
+    UndecodableValueError (still a CorruptObjectError) that names serde=, not damage."""
+    from langgraph_s3 import CorruptObjectError, UndecodableValueError
+
+    encrypted = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 32)
+    put(inproc_backend.saver(serde=encrypted), "t", {"card": "4111"})
+    with pytest.raises(UndecodableValueError, match="serde=") as info:
+        inproc_backend.saver().get_tuple(cfg("t"))
+    assert isinstance(info.value, CorruptObjectError)
+    other = EncryptedSerializer.from_pycryptodome_aes(key=b"o" * 32)
+    with pytest.raises(UndecodableValueError):
+        inproc_backend.saver(serde=other).get_tuple(cfg("t"))
+    tup = inproc_backend.saver(serde=encrypted).get_tuple(cfg("t"))
+    assert tup is not None and tup.checkpoint["channel_values"]["card"] == "4111"

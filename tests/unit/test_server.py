@@ -34,7 +34,7 @@ def test_a_missing_connection_string_says_what_to_set(environ: dict[str, str]) -
     [
         ("postgres://db/x", "must look like 's3://bucket/optional/prefix?table="),
         ("s3://my-agents/prod", "needs '?table=...'"),
-        ("s3://my-agents?table=t&tabel=u", "unknown connection string option(s): ['tabel']"),
+        ("s3://my-agents?table=t&tabel=u", "unknown option 'tabel'"),
     ],
 )
 def test_a_malformed_connection_string_is_named_and_explained(value: str, says: str) -> None:

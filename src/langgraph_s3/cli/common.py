@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,8 +13,17 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from langgraph_s3.errors import InvalidConfigError, S3SaverError
+from langgraph_s3.errors import (
+    InvalidConfigError,
+    MissingDependencyError,
+    ObjectError,
+    SerializationError,
+    ThreadExistsError,
+    ThreadNotFoundError,
+    UndecodableValueError,
+)
 
 #: Exit codes (README, "Command line"): 0 ok, 1 damage found / not ok,
 #: 2 usage error, 3 storage or access error.
@@ -21,6 +31,12 @@ OK, NOT_OK, USAGE, STORAGE = 0, 1, 2, 3
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
+
+
+#: Environment variable naming the serializer, like ``--serde``.
+SERDE_ENV = "LANGGRAPH_S3_SERDE"
+#: S3's bucket naming rules (the common subset: no dots next to each other or dashes).
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 @dataclass
@@ -35,10 +51,12 @@ class Where:
     region: str | None = None
     endpoint_url: str | None = None
     debug: bool = False
+    serde: str | None = None
 
     def saver_args(self) -> dict[str, Any]:
-        """``S3Saver`` keyword arguments; a usage error when the storage is not named."""
-        from langgraph_s3.connection import parse_conn_string
+        """``S3Saver`` keyword arguments; a usage error when the storage is not named
+        or an option is malformed."""
+        from langgraph_s3.connection import check_endpoint_url, parse_conn_string
 
         if self.url:
             args = parse_conn_string(self.url)
@@ -49,13 +67,80 @@ class Where:
                 "name the storage: --url s3://BUCKET/PREFIX?table=TABLE (or LANGGRAPH_S3_URL), "
                 "or --bucket and --table"
             )
+        check_bucket_name(args["bucket"])
         args["region_name"] = args.get("region_name") or self.region
         args["endpoint_url"] = args.get("endpoint_url") or self.endpoint_url
-        if self.profile:
-            import boto3
-
-            args["session"] = boto3.Session(profile_name=self.profile)
+        if args["endpoint_url"]:
+            check_endpoint_url(args["endpoint_url"])
+        session = self.session()
+        if session is not None:
+            args["session"] = session
+        serde = self.serializer()
+        if serde is not None:
+            args["serde"] = serde
         return args
+
+    def session(self) -> Any:
+        """A boto3 session for ``--profile`` (None without one)."""
+        if not self.profile:
+            return None
+        import boto3
+        from botocore.exceptions import ProfileNotFound
+
+        try:
+            return boto3.Session(profile_name=self.profile)
+        except ProfileNotFound as exc:
+            raise InvalidConfigError(
+                f"AWS profile {self.profile!r} is not configured: check --profile "
+                "(`aws configure list-profiles` lists them)"
+            ) from exc
+
+    def serializer(self) -> Any:
+        """The serializer ``--serde`` (or LANGGRAPH_S3_SERDE) names, or None."""
+        return load_serde(self.serde) if self.serde else None
+
+
+def check_bucket_name(bucket: str) -> None:
+    """Refuse a name S3 would refuse, instead of reporting the bucket missing."""
+    if not _BUCKET_NAME.match(bucket) or ".." in bucket:
+        raise InvalidConfigError(
+            f"{bucket!r} is not a valid S3 bucket name: use 3-63 lowercase letters, digits, "
+            "dots and hyphens, starting and ending with a letter or digit"
+        )
+
+
+def load_serde(spec: str) -> Any:
+    """The serializer ``MODULE:ATTR`` names: an object with ``dumps_typed`` and
+    ``loads_typed``, or a callable (a class, a factory) returning one."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise InvalidConfigError(
+            f"--serde {spec!r} must look like MODULE:ATTR, e.g. myapp.serde:make_serde"
+        )
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidConfigError(
+            f"--serde {spec!r}: cannot import {module_name!r} ({exc})"
+        ) from exc
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            raise InvalidConfigError(f"--serde {spec!r}: {module_name!r} has no {attr!r}")
+        found = getattr(found, part)
+    if not hasattr(found, "loads_typed") and callable(found):
+        try:
+            found = found()
+        except Exception as exc:
+            raise InvalidConfigError(
+                f"--serde {spec!r}: calling it failed ({type(exc).__name__}: {exc})"
+            ) from exc
+    if not (hasattr(found, "dumps_typed") and hasattr(found, "loads_typed")):
+        raise InvalidConfigError(
+            f"--serde {spec!r} is not a serializer (it needs dumps_typed and loads_typed)"
+        )
+    return found
 
 
 def where(ctx: typer.Context) -> Where:
@@ -73,14 +158,64 @@ def saver(ctx: typer.Context, **options: Any) -> Iterator[Any]:
         yield opened
 
 
+def require_thread(s: Any, thread: str) -> None:
+    """Raise ``ThreadNotFoundError`` unless ``thread`` has a committed checkpoint."""
+    from langgraph_s3.core import schema
+    from langgraph_s3.core.paging import thread_items
+
+    if not any(schema.is_checkpoint_item(i) for i in s.run(thread_items(s, thread))):
+        raise ThreadNotFoundError(
+            f"no thread {thread!r} in bucket {s.bucket!r}, table {s.table!r}"
+            + (f", prefix {s.layout.prefix!r}" if s.layout.prefix else "")
+            + ": check the id (`langgraph-s3 threads` lists them) and the storage options"
+        )
+
+
 def fail(code: int, message: str) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 
-def exit_code(exc: S3SaverError) -> int:
-    """USAGE for what the command line got wrong, STORAGE for everything else."""
-    return USAGE if isinstance(exc, InvalidConfigError) else STORAGE
+def exit_code(exc: BaseException) -> int:
+    """The README's exit code for an error: NOT_OK for an unknown or existing thread and
+    for damage, USAGE for what the command line got wrong, STORAGE for the rest."""
+    if isinstance(exc, ThreadNotFoundError | ThreadExistsError):
+        return NOT_OK
+    if isinstance(
+        exc,
+        InvalidConfigError | UndecodableValueError | MissingDependencyError | SerializationError,
+    ):
+        return USAGE
+    if isinstance(exc, ObjectError):
+        return NOT_OK
+    return STORAGE
+
+
+#: The library's advice is for Python callers; in a shell it reads as these options.
+_SHELL_ADVICE = (
+    ("to create it in development run saver.setup()", "to create it in development run "
+     "`langgraph-s3 setup`"),
+    ("setup() would create", "`langgraph-s3 setup` would create"),
+    ("pass its BucketName output", "name its BucketName output with --bucket"),
+    ("pass its TableName output", "name its TableName output with --table"),
+    ("check region_name", "check --region"),
+    ("pass region_name='us-east-1'", "pass --region us-east-1"),
+    ("or set AWS_REGION", "or set AWS_REGION / AWS_DEFAULT_REGION"),
+    ("pass the bucket's region as region_name", "pass the bucket's region with --region"),
+    ("check endpoint_url", "check --endpoint-url"),
+    ("pass session=boto3.Session(profile_name=...)", "pass --profile NAME"),
+    ("pass that one as serde=", "pass that one with --serde MODULE:ATTR (or "
+     f"{SERDE_ENV})"),
+    ("claim_thread()", "`langgraph-s3 claim`"),
+)  # fmt: skip
+
+
+def shell_message(exc: BaseException) -> str:
+    """One line for an error, its advice in command-line terms."""
+    text = " ".join(str(exc).split())
+    for python, shell in _SHELL_ADVICE:
+        text = text.replace(python, shell)
+    return f"{type(exc).__name__}: {text}"
 
 
 def print_json(value: Any) -> None:
@@ -93,15 +228,16 @@ def progress_enabled() -> bool:
     return err.is_terminal
 
 
-def jsonable(value: Any, limit: int = 2000) -> Any:
-    """A value as JSON-friendly data for display (long strings and bytes cut)."""
+def jsonable(value: Any, limit: int | None = 2000) -> Any:
+    """A value as JSON-friendly data for display (strings longer than ``limit`` cut,
+    none with ``None``; bytes shown by size)."""
     if isinstance(value, dict):
         return {str(k): jsonable(v, limit) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [jsonable(v, limit) for v in value]
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
-    if isinstance(value, str) and len(value) > limit:
+    if isinstance(value, str) and limit is not None and len(value) > limit:
         return value[:limit] + f"... <{len(value)} chars>"
     if value is None or isinstance(value, bool | int | float | str):
         return value

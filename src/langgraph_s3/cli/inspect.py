@@ -10,22 +10,26 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
 from langgraph_s3.cli.common import (
     NOT_OK,
     OK,
+    USAGE,
+    err,
     fail,
     jsonable,
     out,
     print_json,
     progress,
+    require_thread,
     saver,
 )
 from langgraph_s3.core.inventory import ThreadSummary, summaries
 from langgraph_s3.core.scratch import Scratch
-from langgraph_s3.errors import ObjectError
+from langgraph_s3.errors import ObjectError, UndecodableValueError
 
 #: Storage prices (us-east-1, 2026-11-21) the estimate uses: S3 Standard and DynamoDB
 #: Standard table class, per GB-month (https://aws.amazon.com/s3/pricing/,
@@ -180,12 +184,16 @@ def show(
     if tup is None:
         fail(NOT_OK, f"no checkpoint {checkpoint or '(latest)'} in thread {thread!r}")
     values = tup.checkpoint["channel_values"]
+    # Whole values where they are asked for (one channel, or JSON for a program);
+    # the overview cuts long strings.
+    limit = None if json_ or channel is not None else 2000
     if channel is not None:
         if channel not in values:
             fail(NOT_OK, f"no channel {channel!r}; channels: {', '.join(sorted(values))}")
         values = {channel: values[channel]}
     writes = [
-        {"task_id": t, "channel": c, "value": jsonable(v)} for t, c, v in tup.pending_writes or []
+        {"task_id": t, "channel": c, "value": jsonable(v, limit)}
+        for t, c, v in tup.pending_writes or []
     ]
     shown = {
         "checkpoint_id": tup.config["configurable"]["checkpoint_id"],
@@ -193,7 +201,7 @@ def show(
         "parent_id": tup.parent_config["configurable"]["checkpoint_id"]
         if tup.parent_config
         else None,
-        "values": jsonable(values),
+        "values": jsonable(values, limit),
         "pending_writes": [w for w in writes if w["channel"] != "__interrupt__"],
         "interrupts": [
             one
@@ -201,7 +209,7 @@ def show(
             if w["channel"] == "__interrupt__"
             for one in (w["value"] if isinstance(w["value"], list) else [w["value"]])
         ],
-        "metadata": jsonable(dict(tup.metadata)),
+        "metadata": jsonable(dict(tup.metadata), limit),
     }
     if json_:
         print_json(shown)
@@ -260,11 +268,10 @@ def stats(
     ] = False,
     json_: JsonOption = False,
 ) -> None:
-    """Objects, bytes and the estimated monthly storage cost (all threads, or one). For
-    one thread, or all with --measure (which reads every object once), also the
-    compression ratio and the blob writes dedup saved.
+    """Objects, bytes and the estimated monthly storage cost of all threads, or one.
 
-    Example: langgraph-s3 stats --measure --json
+    For one thread, or all with --measure (which reads every object once), also the
+    compression ratio and the blob writes dedup saved. Example: langgraph-s3 stats --measure --json
     """
     with inventory(ctx) as (s, scratch):
         found = (t for t in summaries(s, scratch) if thread is None or t.thread_id == thread)
@@ -332,24 +339,26 @@ def _measured_figures(s: Any, threads: list[str]) -> dict[str, Any]:
 
 def verify(
     ctx: typer.Context,
-    thread: Annotated[str | None, typer.Argument()] = None,
+    thread: Annotated[str | None, typer.Argument(metavar="THREAD")] = None,
     json_: JsonOption = False,
 ) -> None:
-    """Read every committed checkpoint back (objects verified against their digests).
+    """Read every committed checkpoint back (objects checked against their digests).
 
-    Exits 1 when anything is missing or damaged. Example: langgraph-s3 verify user-42
+    Exits 1 when anything is missing or damaged, 2 when values are intact but the
+    serializer in use cannot decode them (pass --serde). Example: langgraph-s3 verify user-42
     """
     from langgraph_s3.core import schema
     from langgraph_s3.core.inventory import take_inventory
     from langgraph_s3.core.paging import thread_items
 
-    damaged: list[dict[str, str]] = []
+    found: dict[str, list[dict[str, str]]] = {"damaged": [], "undecodable": []}
     checked = 0
     with saver(ctx) as s, Scratch() as scratch:
         if thread is None:
             s.run(take_inventory(s, scratch, with_objects=False))
             groups: Iterable[list[dict[str, Any]]] = scratch.threads()
         else:
+            require_thread(s, thread)
             groups = [s.run(thread_items(s, thread))]
         for items in groups:
             for row in (schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)):
@@ -357,21 +366,30 @@ def verify(
                 try:
                     s.get_tuple(_config(row.thread_id, row.checkpoint_id, row.ns))
                 except ObjectError as exc:
-                    damaged.append(
-                        {
-                            "thread_id": row.thread_id,
-                            "checkpoint_ns": row.ns,
-                            "checkpoint_id": row.checkpoint_id,
-                            "error": str(exc),
-                        }
-                    )
+                    kind = "undecodable" if isinstance(exc, UndecodableValueError) else "damaged"
+                    found[kind].append(
+                        {"thread_id": row.thread_id, "checkpoint_ns": row.ns,
+                         "checkpoint_id": row.checkpoint_id, "error": str(exc)}
+                    )  # fmt: skip
+    _report_verify(checked, found, json_)
+
+
+def _report_verify(checked: int, found: dict[str, list[dict[str, str]]], json_: bool) -> None:
+    damaged, undecodable = found["damaged"], found["undecodable"]
     if json_:
-        print_json({"checked": checked, "damaged": damaged})
+        print_json({"checked": checked, **found})
     else:
         for d in damaged:
             out.print(
-                f"[red]damaged[/] {d['thread_id']} {d['checkpoint_id']}: {d['error']}",
+                f"[red]damaged[/] {d['thread_id']} {d['checkpoint_id']}: {escape(d['error'])}",
                 highlight=False,
             )
-        out.print(f"{checked} checkpoint(s) checked, {len(damaged)} damaged")
-    raise typer.Exit(NOT_OK if damaged else OK)
+        out.print(f"{checked} checkpoint(s) checked, {len(damaged)} damaged", highlight=False)
+    if undecodable:
+        err.print(
+            f"{len(undecodable)} checkpoint(s) are intact but the serializer in use cannot "
+            "decode them (not damage): pass the serializer that wrote them with --serde "
+            f"MODULE:ATTR; first: {escape(undecodable[0]['error'])}",
+            highlight=False,
+        )
+    raise typer.Exit(NOT_OK if damaged else USAGE if undecodable else OK)

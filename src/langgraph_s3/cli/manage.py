@@ -3,9 +3,12 @@ migrate."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
+import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,9 +21,12 @@ from langgraph_s3.cli.common import (
     out,
     print_json,
     progress,
+    require_thread,
     saver,
+    shell_message,
     where,
 )
+from langgraph_s3.errors import InvalidConfigError
 
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="say what would happen; change nothing")]
@@ -52,6 +58,7 @@ def delete(ctx: typer.Context, thread: str, yes: Yes = False, dry_run: DryRun = 
     Example: langgraph-s3 delete user-42 --yes
     """
     with saver(ctx) as s:
+        require_thread(s, thread)
         if _confirm(f"delete thread {thread!r}", yes, dry_run):
             s.delete_thread(thread)
             out.print(f"deleted thread {thread!r}")
@@ -65,6 +72,7 @@ def copy(
     Example: langgraph-s3 copy user-42 user-42-backup
     """
     with saver(ctx) as s:
+        require_thread(s, source)
         if _confirm(f"copy thread {source!r} to {target!r}", yes, dry_run):
             s.copy_thread(source, target)
             out.print(f"copied {source!r} to {target!r}")
@@ -77,12 +85,17 @@ def prune(
     yes: Yes = False,
     dry_run: DryRun = False,
 ) -> None:
-    """Prune threads: keep each namespace's latest checkpoint (and what its delta
-    channels need), or delete them.
+    """Prune threads: keep only the latest checkpoints, or delete the threads.
 
+    keep_latest keeps each namespace's latest checkpoint (and what its delta channels
+    need); delete removes the threads.
     Example: langgraph-s3 prune user-42 user-43 --strategy keep_latest --yes
     """
+    if strategy not in ("keep_latest", "delete"):
+        fail(USAGE, f"--strategy must be keep_latest or delete, got {strategy!r}")
     with saver(ctx) as s:
+        for thread in threads:
+            require_thread(s, thread)
         if _confirm(f"prune {len(threads)} thread(s) ({strategy})", yes, dry_run):
             s.prune(threads, strategy=strategy)
             out.print(f"pruned {len(threads)} thread(s)")
@@ -107,6 +120,7 @@ def claim(
     if not args.get("region_name"):
         fail(USAGE, "claim needs the region taking the thread over: --region")
     with S3Saver(**args, cross_region=CrossRegion(home_region=home_region)) as s:
+        require_thread(s, thread)  # claiming an unknown id would create a phantom thread
         if _confirm(f"claim thread {thread!r} for {args['region_name']}", yes, dry_run):
             previous = s.claim_thread(thread)
             out.print(f"thread {thread!r}: owner {previous} -> {args['region_name']}")
@@ -121,28 +135,61 @@ def export(
 ) -> None:
     """Write a thread as a portable archive (JSON Lines), values included.
 
-    Example: langgraph-s3 export user-42 -o user-42.lgs3
+    The file appears only when the archive is complete (written beside it, then
+    renamed). Example: langgraph-s3 export user-42 -o user-42.lgs3
     """
     from langgraph_s3.archive import export_thread
 
     with saver(ctx) as s:
         if output is None:
-            done = export_thread(s, thread, sys.stdout)
+            import io
+
+            buffer = io.StringIO()  # nothing on stdout unless the whole archive is there
+            done = export_thread(s, thread, buffer)
+            sys.stdout.write(buffer.getvalue())
         else:
-            with output.open("w") as f:
+            with _replacing(output) as f:
                 done = export_thread(s, thread, f)
-    if done.checkpoints == 0:
-        fail(NOT_OK, f"thread {thread!r} has no checkpoints")
     err.print(f"exported {done.checkpoints} checkpoint(s), {done.writes} pending write(s)")
+
+
+class _replacing:
+    """A text file written beside ``path`` and renamed onto it on success; removed on
+    failure, so ``path`` is either the old file or the complete new one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> Any:
+        if not self.path.parent.is_dir():
+            raise InvalidConfigError(f"no directory {str(self.path.parent)!r} for -o")
+        fd, self.temp = tempfile.mkstemp(
+            dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".part"
+        )
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.temp, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
+        self.file = os.fdopen(fd, "w")
+        return self.file
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        self.file.close()
+        if kind is None:
+            os.replace(self.temp, self.path)
+        else:
+            os.unlink(self.temp)
 
 
 def import_(
     ctx: typer.Context,
-    archive: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+    archive: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, readable=True, metavar="FILE")
+    ],
     thread_id: Annotated[str | None, typer.Option(help="import as this thread id")] = None,
 ) -> None:
     """Restore an archive made by export (into this bucket, prefix and region).
 
+    The whole archive is checked first: a damaged or cut archive imports nothing.
     Example: langgraph-s3 --url s3://other-bucket/restored/?table=t import user-42.lgs3
     """
     from langgraph_s3.archive import import_thread
@@ -158,29 +205,105 @@ def migrate(
         str,
         typer.Option(
             "--from",
+            metavar="URL",
             help="sqlite:///file.db, postgresql://..., dynamodb://TABLE?region=..., s3://...",
         ),
     ],
-    thread: Annotated[list[str] | None, typer.Option(help="only these threads (repeat)")] = None,
+    thread: Annotated[
+        list[str] | None, typer.Option(metavar="ID", help="only these threads (repeat)")
+    ] = None,
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Copy every thread (history and pending writes) from another LangGraph saver.
 
+    Resumable: a thread already migrated with the same history is skipped, one left
+    half-copied by an interrupted run is copied again; each thread is reported as it
+    goes, and a failure ends with what was migrated and what was not.
     Example: langgraph-s3 --url s3://my-bucket/agents/?table=t migrate --from sqlite:///checkpoints.db
     """
-    from langgraph_s3.archive import copy_threads
     from langgraph_s3.sources import open_source
 
-    with open_source(source) as src, saver(ctx) as s, progress() as tick:
+    w = where(ctx)
+    with open_source(source, w.serializer()) as src, saver(ctx) as s:
         threads = thread or src.thread_ids()
-        step = None if tick is None else (lambda n: tick("migrate", n, len(threads)))
-        copied = copy_threads(src.saver, s, threads, progress=step)
+        results, failed, stopped = _migrate_each(src.saver, s, threads, quiet=json_)
     if json_:
-        print_json([c.__dict__ for c in copied])
-        return
-    for c in copied:
-        out.print(f"{c.thread_id}: {c.checkpoints} checkpoint(s), {c.writes} pending write(s)")
-    out.print(f"migrated {len(copied)} thread(s)")
+        print_json([dataclasses.asdict(r) for r in results] + failed)
+    done = sum(r.status != "skipped" for r in results)
+    summary = (f"migrated {done} thread(s), skipped {len(results) - done} already there, "
+               f"{len(failed)} failed")  # fmt: skip
+    if stopped is not None:
+        left = [t for t in threads if t not in {r.thread_id for r in results}]
+        left = [t for t in left if t not in {f["thread_id"] for f in failed}]
+        err.print(
+            f"{summary}; stopped before {len(left)} thread(s): {', '.join(left[:5])}"
+            f"{' ...' if len(left) > 5 else ''} (run the same command again to resume)",
+            markup=False,
+            highlight=False,
+        )
+        raise stopped
+    (err if json_ else out).print(summary, highlight=False)
+    raise typer.Exit(NOT_OK if failed else OK)
+
+
+def _migrate_each(
+    source: Any, target: Any, threads: list[str], *, quiet: bool
+) -> tuple[list[Any], list[dict[str, str]], BaseException | None]:
+    """Migrate threads one by one, printing each; a thread that exists with another
+    history or not at all fails alone, any other error stops the run (and is returned,
+    to be raised after the summary)."""
+    from langgraph_s3.archive import migrate_thread
+    from langgraph_s3.errors import ThreadExistsError, ThreadNotFoundError
+
+    results: list[Any] = []
+    failed: list[dict[str, str]] = []
+    with progress() as tick:
+        for n, thread in enumerate(threads, 1):
+            try:
+                r = migrate_thread(source, target, thread)
+            except (ThreadExistsError, ThreadNotFoundError) as exc:
+                failed.append({"thread_id": thread, "status": "failed", "error": str(exc)})
+                err.print(f"{thread}: not migrated: {shell_message(exc)}", markup=False)
+                continue
+            except Exception as exc:
+                return results, failed, exc
+            results.append(r)
+            if not quiet:
+                line = f"{thread}: {r.status}, {r.checkpoints} checkpoint(s), {r.writes} pending"
+                out.print(f"{line} write(s)", markup=False, highlight=False)
+            if tick is not None:
+                tick("migrate", n, len(threads))
+    return results, failed, None
+
+
+def demo(
+    ctx: typer.Context,
+    thread: Annotated[
+        str | None, typer.Option(metavar="ID", help="thread id (default: a new one)")
+    ] = None,
+    setup_first: Annotated[
+        bool, typer.Option("--setup", help="create the bucket and table first")
+    ] = False,
+) -> None:
+    """Run an approval agent that pauses, then resumes in another process.
+
+    Without --endpoint-url or a named bucket it runs on a moto server inside this
+    process (the demo extra), with no AWS account; the global options point it
+    elsewhere (prefix demo/ unless given). Example: langgraph-s3 demo
+    """
+    from langgraph_s3.demo import DEMO_BUCKET, DEMO_TABLE, DemoOptions, run_demo
+
+    w = where(ctx)
+    named = dataclasses.replace(w, bucket=w.bucket or DEMO_BUCKET, table=w.table or DEMO_TABLE)
+    args = named.saver_args()
+    endpoint = args["endpoint_url"] or os.environ.get("AWS_ENDPOINT_URL")
+    opts = DemoOptions(
+        bucket=args["bucket"], table=args["table"], prefix=args["prefix"] or "demo/",
+        region=args["region_name"] or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        endpoint_url=endpoint, embedded=not (endpoint or w.url or w.bucket),
+        profile=w.profile, serde=w.serde, thread=thread, setup=setup_first,
+    )  # fmt: skip
+    raise typer.Exit(run_demo(opts))
 
 
 def gc(
@@ -204,7 +327,6 @@ def gc(
 
     Example: langgraph-s3 --url s3://my-bucket/agents/?table=t gc --idle-ttl 30d --dry-run
     """
-    from langgraph_s3.errors import InvalidConfigError
     from langgraph_s3.gc import collect, parse_duration
 
     seconds = parse_duration(grace)

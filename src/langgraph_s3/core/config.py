@@ -57,6 +57,11 @@ class SaverOptions(TypedDict, total=False):
     clock: Callable[[], float]
 
 
+#: Other savers' names for our options (DynamoDBSaver's ``table_name``, boto3's
+#: ``bucket_name``), which difflib alone would not map to ours.
+OTHER_SPELLINGS = {"table_name": "table", "bucket_name": "bucket", "key_prefix": "prefix"}
+
+
 def check_options(saver: type, options: Mapping[str, Any]) -> None:
     """Refuse keyword arguments ``saver`` does not take, naming the closest valid one."""
     unknown = [name for name in options if name not in SaverOptions.__annotations__]
@@ -68,7 +73,8 @@ def check_options(saver: type, options: Mapping[str, Any]) -> None:
         if param.kind is not inspect.Parameter.VAR_KEYWORD
     ] + list(SaverOptions.__annotations__)
     name = unknown[0]
-    close = difflib.get_close_matches(name, valid, n=1)
+    close = [OTHER_SPELLINGS[name]] if name in OTHER_SPELLINGS else []
+    close = close or difflib.get_close_matches(name, valid, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise InvalidConfigError(
         f"{saver.__name__} got an unknown option {name!r}: {hint}"

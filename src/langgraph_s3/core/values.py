@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import chunking, codec
 from langgraph_s3.core.entries import Blobs, Entry, Envelope, Inline
-from langgraph_s3.errors import CorruptObjectError, SerializationError
+from langgraph_s3.errors import CorruptObjectError, SerializationError, UndecodableValueError
 from langgraph_s3.keys import Layout
 
 if TYPE_CHECKING:
@@ -64,8 +64,11 @@ def deserialize(core: SaverCore, type_: str, data: bytes, what: str, key: str) -
     try:
         return core.serde.loads_typed((type_, data))
     except Exception as exc:
-        raise CorruptObjectError(
-            f"{what} in {key!r} could not be deserialized ({type(exc).__name__}: {exc})",
+        # The bytes passed their checksum: the serializer in use cannot read them.
+        raise UndecodableValueError(
+            f"{what} in {key!r} (type {type_!r}) could not be decoded by the serializer "
+            f"in use ({type(exc).__name__}: {exc}); if the thread was written with another "
+            "serializer (an EncryptedSerializer, another key), pass that one as serde=",
             key=key,
         ) from exc
 
