@@ -38,7 +38,7 @@ import venv
 from pathlib import Path
 from typing import Any
 
-from catalog import AWS, SAVERS, VARIANTS
+from catalog import AWS, LATENCY_PROFILES, SAVERS, VARIANTS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -217,6 +217,12 @@ def main(argv: list[str]) -> int:
         default=15.0,
         help="latency injected before every AWS request (default 15)",
     )
+    parser.add_argument(
+        "--latency-profile",
+        default="uniform",
+        choices=sorted(LATENCY_PROFILES),
+        help="per-service latency: 'aws' = S3 30 ms, DynamoDB 5 ms (default: uniform)",
+    )
     parser.add_argument("--savers", default=",".join(SAVERS))
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument(
@@ -254,6 +260,8 @@ def main(argv: list[str]) -> int:
             server.endpoint,
             "--latency-ms",
             str(args.latency_ms),
+            "--latency-profile",
+            args.latency_profile,
             "--state-dir",
             str(state),
         ]
@@ -288,6 +296,7 @@ def main(argv: list[str]) -> int:
         "git": git_state(),
         "quick": args.quick,
         "latency_ms": args.latency_ms,
+        "latency_profile": args.latency_profile,
         "runtime_s": time.perf_counter() - started,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cpus": os.cpu_count(),
