@@ -353,12 +353,14 @@ WORKLOADS: dict[str, Callable[[Run], None]] = {
     "d": run_document,
     "e": run_cold_resume,
 }
+#: Runs that call the checkpointer directly (their own modules).
+EXTRAS = ("probes", "long")
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--saver", required=True, choices=sorted(LABELS))
-    parser.add_argument("--workload", required=True, choices=[*WORKLOADS, "probes"])
+    parser.add_argument("--workload", required=True, choices=[*WORKLOADS, *EXTRAS])
     parser.add_argument("--endpoint", required=True)
     parser.add_argument("--latency-ms", type=float, default=15.0)
     parser.add_argument("--latency-profile", default="uniform", choices=sorted(LATENCY_PROFILES))
@@ -388,6 +390,10 @@ def main(argv: list[str]) -> int:
         import probes
 
         result = probes.run_probes(driver)
+    elif args.workload == "long":
+        import longthread
+
+        result = longthread.run_longthread(driver, args.quick)
     else:
         run = Run(driver, sizes)
         WORKLOADS[args.workload](run)
