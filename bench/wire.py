@@ -181,11 +181,14 @@ RECORDER = Recorder()
 _installed = False
 
 
-def install(latency: float, by_service: dict[str, float] | None = None) -> Recorder:
+def install(
+    latency: float, by_service: dict[str, float] | None = None, *, aio: bool = True
+) -> Recorder:
     """Instrument every client created from now on; returns the process recorder.
 
     ``latency`` (seconds) goes before every request; ``by_service`` overrides it
-    per service (a latency profile).
+    per service (a latency profile). ``aio=False`` leaves aiobotocore alone (and
+    unimported: a cold-start sample of a sync saver must not pay for it).
     """
     global _installed
     RECORDER.latency = latency
@@ -208,6 +211,8 @@ def install(latency: float, by_service: dict[str, float] | None = None) -> Recor
 
     botocore.session.Session.create_client = create_client
 
+    if not aio:
+        return RECORDER
     try:
         import aiobotocore.session
     except ImportError:  # the langgraph-checkpoint-aws venv has no aiobotocore
