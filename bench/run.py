@@ -17,12 +17,14 @@ What it does:
    prints its figures as JSON (``bench/runner.py``), plus the protocol probes
    (``bench/probes.py``) and import-time measurements (``bench/importtime.py``);
    (a) also runs with ``S3Saver(index_inline_limit=8192)``, the configuration
-   that trades target 7 for target 1;
+   that trades target 7 for target 1; then the long-thread ``list`` runs
+   (``bench/longthread.py``) and the cold-start samples (``bench/coldstart.py``);
 4. writes ``bench/results/results.md``, ``results.json`` and PNG plots
    (``bench/report.py``) and prints the table and PASS/FAIL per target.
 
-Options: ``--latency-ms`` (default 15), ``--savers s3,dynamodb``,
-``--workloads a,b``, ``--skip-install`` (use the venvs as they are).
+Options: ``--latency-ms`` (default 15), ``--latency-profile aws`` (S3 30 ms,
+DynamoDB 5 ms), ``--savers s3,dynamodb``, ``--workloads a,b``, ``--extras long,cold``
+(default both; ``none`` skips them), ``--skip-install`` (use the venvs as they are).
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ AWS_BOTO3 = "boto3>=1.43.64,<2"
 SHARED = ("langgraph", "langgraph-checkpoint", "langchain-core")
 
 WORKLOADS = ("a", "b", "c", "d", "e")
+#: Measurements beside the workloads (issue 22): ``long`` = list() on long threads
+#: (``longthread.py``, S3Saver and DynamoDBSaver), ``cold`` = fresh-process first
+#: get_tuple (``coldstart.py``, S3Saver, AsyncS3Saver and DynamoDBSaver).
+EXTRAS = {"long": ("s3", "dynamodb"), "cold": ("s3", "async", "dynamodb")}
 
 
 def python_of(env: Path) -> Path:
@@ -161,12 +167,14 @@ class MotoServer:
             self.proc.kill()
 
 
-def run_json(cmd: list[str], label: str, failure: Path | None = None) -> dict[str, Any] | None:
+def run_json(
+    cmd: list[str], label: str, failure: Path | None = None, timeout: float = 420
+) -> dict[str, Any] | None:
     """Run one runner; on failure keep its stderr (stack dump included) in ``failure``."""
     started = time.perf_counter()
     try:
         # runner.py dumps its stacks and exits after 300 s; this is the backstop.
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, timeout=420)
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         print(f"  {label:<28} TIMED OUT", flush=True)
         if failure is not None:
@@ -182,6 +190,33 @@ def run_json(cmd: list[str], label: str, failure: Path | None = None) -> dict[st
     print(f"  {label:<28} {took:6.1f} s", flush=True)
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
+
+
+def run_extras(extras: list[str], savers: list[str], common: list[str], endpoint: str) -> int:
+    """The long-thread runs and the cold-start samples; returns how many failed."""
+    failures = 0
+    if "long" in extras:
+        print("long threads (list on 1,000 and 10,000 checkpoints)", flush=True)
+        for saver in [s for s in EXTRAS["long"] if s in savers]:
+            cmd = [str(python_of(env_for(saver))), "runner.py", "--saver", saver]
+            cmd += ["--workload", "long", "--watchdog", "1500", *common]
+            result = run_json(cmd, saver, RAW / f"long-{saver}.failed.txt", timeout=1800)
+            if result is None:
+                failures += 1
+            else:
+                (RAW / f"long-{saver}.json").write_text(json.dumps(result))
+    cold = [s for s in EXTRAS["cold"] if s in savers]
+    if "cold" in extras and cold:
+        print("cold start (fresh processes, median of 7)", flush=True)
+        latency = common[common.index("--latency-ms") : common.index("--latency-profile") + 2]
+        cmd = [str(python_of(MAIN_VENV)), "coldstart.py", "run", "--endpoint", endpoint]
+        cmd += ["--savers", ",".join(cold), *latency]
+        result = run_json(cmd, ",".join(cold), RAW / "cold-all.failed.txt")
+        if result is None:
+            failures += 1
+        else:
+            (RAW / "cold-all.json").write_text(json.dumps(result))
+    return failures
 
 
 def git_state() -> str:
@@ -225,6 +260,11 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--savers", default=",".join(SAVERS))
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument(
+        "--extras",
+        default=",".join(EXTRAS),
+        help="long,cold (default both) or none: the long-thread and cold-start measurements",
+    )
     parser.add_argument(
         "--skip-install",
         action="store_true",
@@ -289,6 +329,8 @@ def main(argv: list[str]) -> int:
                     failures += 1
                     continue
                 (RAW / f"{workload}-{saver}.json").write_text(json.dumps(result))
+        extras = [x for x in args.extras.split(",") if x in EXTRAS]
+        failures += run_extras(extras, savers, common, server.endpoint)
     finally:
         server.stop()
 
@@ -297,6 +339,7 @@ def main(argv: list[str]) -> int:
         "quick": args.quick,
         "latency_ms": args.latency_ms,
         "latency_profile": args.latency_profile,
+        "extras": args.extras,
         "runtime_s": time.perf_counter() - started,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cpus": os.cpu_count(),
