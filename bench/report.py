@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import prices
+import report_extras
 from catalog import AWS, LABELS, PROJECT, SAVERS, VARIANTS, latency_text
 
 HERE = Path(__file__).resolve().parent
@@ -842,6 +843,9 @@ class Report:
         self.cost_section()
         self.probes_section()
         self.imports_section()
+        self.lines += report_extras.long_section() + report_extras.cold_section()
+        v2_lines, self.summary["layout_v2"] = report_extras.v2_section(self)
+        self.lines += v2_lines
         self.targets_section()
         images = self.plots()
         if images:
