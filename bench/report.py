@@ -844,7 +844,7 @@ class Report:
         self.probes_section()
         self.imports_section()
         self.lines += report_extras.long_section() + report_extras.cold_section()
-        v2_lines, self.summary["layout_v2"] = report_extras.v2_section(self)
+        v2_lines, self.summary["layout_v2"] = report_extras.v2_section(self, human_bytes)
         self.lines += v2_lines
         self.targets_section()
         images = self.plots()

@@ -8,6 +8,7 @@ layout v2 verdicts are informative: they do not change ``report.py``'s exit stat
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,9 @@ def cold_section() -> list[str]:
 Row = tuple[str, str, str, bool | None]
 
 
-def _ratios(report: Any, workload: str, value: Any) -> tuple[list[str], list[float]]:
+def _ratios(
+    report: Any, workload: str, value: Any, fmt: Callable[[float], str]
+) -> tuple[list[str], list[float]]:
     """``value(report, workload, saver)`` of each project saver over DynamoDBSaver's."""
     base = value(report, workload, "dynamodb")
     texts, ratios = [], []
@@ -135,7 +138,7 @@ def _ratios(report: Any, workload: str, value: Any) -> tuple[list[str], list[flo
             ratios.append(float("inf"))
             continue
         ratios.append(mine / base)
-        texts.append(f"{LABELS[saver]} {mine:,.4g} vs {base:,.4g} ({mine / base:.3f}x)")
+        texts.append(f"{LABELS[saver]} {fmt(mine)} vs {fmt(base)} = {mine / base:.3f}x")
     return texts, ratios
 
 
@@ -159,21 +162,22 @@ def _bytes(report: Any, w: str, s: str) -> float | None:
     return None if run is None else float(run["storage"]["bytes"])
 
 
-def workload_rows(report: Any) -> list[Row]:
+def workload_rows(report: Any, human_bytes: Callable[[float], str]) -> list[Row]:
     """(a)-(d): ratios to DynamoDBSaver in this run."""
-    rows: list[Row] = []
+    count, dollars = (lambda x: f"{x:,.0f}"), (lambda x: f"${x:,.2f}")
     specs = (
-        ("(a) approval: requests", "a", _requests, 0.35),
-        ("(a) approval: cost per M supersteps", "a", _cost, 0.5),
-        ("(b) 200-turn chat: bytes stored", "b", _bytes, 0.03),
-        ("(b) 200-turn chat: cost per M supersteps", "b", _cost, 0.1),
-        ("(c) fan-out: cost per M supersteps", "c", _cost, 0.5),
-        ("(d) 5 MB document: cost, month 1", "d", _cost, 0.5),
+        ("(a) approval: requests", "a", _requests, count, 0.35),
+        ("(a) approval: cost per M supersteps", "a", _cost, dollars, 0.5),
+        ("(b) 200-turn chat: bytes stored", "b", _bytes, human_bytes, 0.03),
+        ("(b) 200-turn chat: cost per M supersteps", "b", _cost, dollars, 0.1),
+        ("(c) fan-out: cost per M supersteps", "c", _cost, dollars, 0.5),
+        ("(d) 5 MB document: cost per M supersteps, month 1", "d", _cost, dollars, 0.5),
     )
-    for name, w, value, limit in specs:
-        texts, ratios = _ratios(report, w, value)
+    rows: list[Row] = []
+    for name, w, value, fmt, limit in specs:
+        texts, ratios = _ratios(report, w, value, fmt)
         rows.append((name, "; ".join(texts), f"<= {limit}x", max(ratios) <= limit))
-    texts, _ = _ratios(report, "d", _per_step)
+    texts, _ = _ratios(report, "d", _per_step, lambda x: f"{x:.1f}")
     steps = [_per_step(report, "d", s) for s in PROJECT]
     ok = all(x is not None and x <= 3 for x in steps)
     rows.insert(5, ("(d) 5 MB document: requests per step", "; ".join(texts), "<= 3", ok))
@@ -257,10 +261,12 @@ def index_bytes_row(report: Any) -> Row:
     return (name, "S3Saver: " + "; ".join(texts), f"<= {INDEX_BYTES_TARGET} B", ok)
 
 
-def v2_section(report: Any) -> tuple[list[str], list[dict[str, Any]]]:
+def v2_section(
+    report: Any, human_bytes: Callable[[float], str]
+) -> tuple[list[str], list[dict[str, Any]]]:
     """The issue-22 table, filled from this run; and its rows for results.json."""
     rows = [
-        *workload_rows(report),
+        *workload_rows(report, human_bytes),
         cold_resume_row(report),
         list_row(),
         cold_row(),
