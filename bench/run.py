@@ -241,7 +241,7 @@ def git_state() -> str:
     return f"{head} (src/ with uncommitted changes)" if dirty else head
 
 
-def main(argv: list[str]) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -270,7 +270,32 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="use bench/.venv and bench/.venv-aws as they are",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def run_workloads(workloads: list[str], savers: list[str], common: list[str]) -> int:
+    """Every workload (and the probes) against every saver; returns how many failed."""
+    failures = 0
+    for workload in [*workloads, "probes"]:
+        print(f"workload {workload}", flush=True)
+        variants = [v for v, on in VARIANTS.items() if "s3" in savers and workload in on]
+        for saver in [*savers, *variants]:
+            if workload == "e" and saver == "memory":
+                continue  # an in-memory thread cannot be resumed by another process
+            if workload == "probes" and saver not in AWS:
+                continue
+            cmd = [str(python_of(env_for(saver))), "runner.py", "--saver", saver]
+            cmd += ["--workload", workload, *common]
+            result = run_json(cmd, f"{saver}", RAW / f"{workload}-{saver}.failed.txt")
+            if result is None:
+                failures += 1
+                continue
+            (RAW / f"{workload}-{saver}.json").write_text(json.dumps(result))
+    return failures
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
     savers = [s for s in args.savers.split(",") if s]
     workloads = [w for w in args.workloads.split(",") if w]
 
@@ -293,42 +318,12 @@ def main(argv: list[str]) -> int:
 
     server = MotoServer()
     print(f"moto server at {server.endpoint}", flush=True)
-    failures = 0
     try:
-        common = [
-            "--endpoint",
-            server.endpoint,
-            "--latency-ms",
-            str(args.latency_ms),
-            "--latency-profile",
-            args.latency_profile,
-            "--state-dir",
-            str(state),
-        ]
+        common = ["--endpoint", server.endpoint, "--latency-ms", str(args.latency_ms)]
+        common += ["--latency-profile", args.latency_profile, "--state-dir", str(state)]
         if args.quick:
             common.append("--quick")
-        for workload in [*workloads, "probes"]:
-            print(f"workload {workload}", flush=True)
-            variants = [v for v, on in VARIANTS.items() if "s3" in savers and workload in on]
-            for saver in [*savers, *variants]:
-                if workload == "e" and saver == "memory":
-                    continue  # an in-memory thread cannot be resumed by another process
-                if workload == "probes" and saver not in AWS:
-                    continue
-                cmd = [
-                    str(python_of(env_for(saver))),
-                    "runner.py",
-                    "--saver",
-                    saver,
-                    "--workload",
-                    workload,
-                    *common,
-                ]
-                result = run_json(cmd, f"{saver}", RAW / f"{workload}-{saver}.failed.txt")
-                if result is None:
-                    failures += 1
-                    continue
-                (RAW / f"{workload}-{saver}.json").write_text(json.dumps(result))
+        failures = run_workloads(workloads, savers, common)
         extras = [x for x in args.extras.split(",") if x in EXTRAS]
         failures += run_extras(extras, savers, common, server.endpoint)
     finally:
