@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import prices
-from catalog import AWS, LABELS, PROJECT, SAVERS, VARIANTS
+import report_extras
+from catalog import AWS, LABELS, PROJECT, SAVERS, VARIANTS, latency_text
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -135,14 +136,18 @@ class Report:
     # ------------------------------------------------------------ sections
     def header(self) -> None:
         m = self.meta
+        profile = m.get("latency_profile", "uniform")
+        flag = f" --latency-profile {profile}" if profile != "uniform" else ""
+        if m.get("latency_ms", 15.0) != 15.0:
+            flag += f" --latency-ms {m['latency_ms']:g}"
         self.lines += [
             "# langgraph-s3 benchmark results",
             "",
             f"Run {m.get('date', '?')}, {'quick' if m.get('quick') else 'full'} mode, "
-            f"{m.get('latency_ms', '?')} ms injected before every AWS request, one local moto "
+            f"latency {latency_text(m.get('latency_ms', 15.0), profile)}, one local moto "
             f"server for all savers, {m.get('cpus', '?')} CPUs (shared). Whole run: "
             f"{m.get('runtime_s', 0):.0f} s. Command: `python3 bench/run.py"
-            f"{' --quick' if m.get('quick') else ''}`. Library measured: commit "
+            f"{' --quick' if m.get('quick') else ''}{flag}`. Library measured: commit "
             f"{m.get('git', '?')}.",
             "",
             "A superstep is one `put` (one checkpoint). Wall times include moto's own "
@@ -838,6 +843,9 @@ class Report:
         self.cost_section()
         self.probes_section()
         self.imports_section()
+        self.lines += report_extras.long_section() + report_extras.cold_section()
+        v2_lines, self.summary["layout_v2"] = report_extras.v2_section(self, human_bytes)
+        self.lines += v2_lines
         self.targets_section()
         images = self.plots()
         if images:

@@ -17,12 +17,14 @@ What it does:
    prints its figures as JSON (``bench/runner.py``), plus the protocol probes
    (``bench/probes.py``) and import-time measurements (``bench/importtime.py``);
    (a) also runs with ``S3Saver(index_inline_limit=8192)``, the configuration
-   that trades target 7 for target 1;
+   that trades target 7 for target 1; then the long-thread ``list`` runs
+   (``bench/longthread.py``) and the cold-start samples (``bench/coldstart.py``);
 4. writes ``bench/results/results.md``, ``results.json`` and PNG plots
    (``bench/report.py``) and prints the table and PASS/FAIL per target.
 
-Options: ``--latency-ms`` (default 15), ``--savers s3,dynamodb``,
-``--workloads a,b``, ``--skip-install`` (use the venvs as they are).
+Options: ``--latency-ms`` (default 15), ``--latency-profile aws`` (S3 30 ms,
+DynamoDB 5 ms), ``--savers s3,dynamodb``, ``--workloads a,b``, ``--extras long,cold``
+(default both; ``none`` skips them), ``--skip-install`` (use the venvs as they are).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import venv
 from pathlib import Path
 from typing import Any
 
-from catalog import AWS, SAVERS, VARIANTS
+from catalog import AWS, LATENCY_PROFILES, SAVERS, VARIANTS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -68,6 +70,10 @@ AWS_BOTO3 = "boto3>=1.43.64,<2"
 SHARED = ("langgraph", "langgraph-checkpoint", "langchain-core")
 
 WORKLOADS = ("a", "b", "c", "d", "e")
+#: Measurements beside the workloads (issue 22): ``long`` = list() on long threads
+#: (``longthread.py``, S3Saver and DynamoDBSaver), ``cold`` = fresh-process first
+#: get_tuple (``coldstart.py``, S3Saver, AsyncS3Saver and DynamoDBSaver).
+EXTRAS = {"long": ("s3", "dynamodb"), "cold": ("s3", "async", "dynamodb")}
 
 
 def python_of(env: Path) -> Path:
@@ -161,12 +167,14 @@ class MotoServer:
             self.proc.kill()
 
 
-def run_json(cmd: list[str], label: str, failure: Path | None = None) -> dict[str, Any] | None:
+def run_json(
+    cmd: list[str], label: str, failure: Path | None = None, timeout: float = 420
+) -> dict[str, Any] | None:
     """Run one runner; on failure keep its stderr (stack dump included) in ``failure``."""
     started = time.perf_counter()
     try:
         # runner.py dumps its stacks and exits after 300 s; this is the backstop.
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, timeout=420)
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         print(f"  {label:<28} TIMED OUT", flush=True)
         if failure is not None:
@@ -182,6 +190,33 @@ def run_json(cmd: list[str], label: str, failure: Path | None = None) -> dict[st
     print(f"  {label:<28} {took:6.1f} s", flush=True)
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
+
+
+def run_extras(extras: list[str], savers: list[str], common: list[str], endpoint: str) -> int:
+    """The long-thread runs and the cold-start samples; returns how many failed."""
+    failures = 0
+    if "long" in extras:
+        print("long threads (list on 1,000 and 10,000 checkpoints)", flush=True)
+        for saver in [s for s in EXTRAS["long"] if s in savers]:
+            cmd = [str(python_of(env_for(saver))), "runner.py", "--saver", saver]
+            cmd += ["--workload", "long", "--watchdog", "1500", *common]
+            result = run_json(cmd, saver, RAW / f"long-{saver}.failed.txt", timeout=1800)
+            if result is None:
+                failures += 1
+            else:
+                (RAW / f"long-{saver}.json").write_text(json.dumps(result))
+    cold = [s for s in EXTRAS["cold"] if s in savers]
+    if "cold" in extras and cold:
+        print("cold start (fresh processes, median of 7)", flush=True)
+        latency = common[common.index("--latency-ms") : common.index("--latency-profile") + 2]
+        cmd = [str(python_of(MAIN_VENV)), "coldstart.py", "run", "--endpoint", endpoint]
+        cmd += ["--savers", ",".join(cold), *latency]
+        result = run_json(cmd, ",".join(cold), RAW / "cold-all.failed.txt")
+        if result is None:
+            failures += 1
+        else:
+            (RAW / "cold-all.json").write_text(json.dumps(result))
+    return failures
 
 
 def git_state() -> str:
@@ -206,7 +241,7 @@ def git_state() -> str:
     return f"{head} (src/ with uncommitted changes)" if dirty else head
 
 
-def main(argv: list[str]) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -217,14 +252,50 @@ def main(argv: list[str]) -> int:
         default=15.0,
         help="latency injected before every AWS request (default 15)",
     )
+    parser.add_argument(
+        "--latency-profile",
+        default="uniform",
+        choices=sorted(LATENCY_PROFILES),
+        help="per-service latency: 'aws' = S3 30 ms, DynamoDB 5 ms (default: uniform)",
+    )
     parser.add_argument("--savers", default=",".join(SAVERS))
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument(
+        "--extras",
+        default=",".join(EXTRAS),
+        help="long,cold (default both) or none: the long-thread and cold-start measurements",
+    )
     parser.add_argument(
         "--skip-install",
         action="store_true",
         help="use bench/.venv and bench/.venv-aws as they are",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def run_workloads(workloads: list[str], savers: list[str], common: list[str]) -> int:
+    """Every workload (and the probes) against every saver; returns how many failed."""
+    failures = 0
+    for workload in [*workloads, "probes"]:
+        print(f"workload {workload}", flush=True)
+        variants = [v for v, on in VARIANTS.items() if "s3" in savers and workload in on]
+        for saver in [*savers, *variants]:
+            if workload == "e" and saver == "memory":
+                continue  # an in-memory thread cannot be resumed by another process
+            if workload == "probes" and saver not in AWS:
+                continue
+            cmd = [str(python_of(env_for(saver))), "runner.py", "--saver", saver]
+            cmd += ["--workload", workload, *common]
+            result = run_json(cmd, f"{saver}", RAW / f"{workload}-{saver}.failed.txt")
+            if result is None:
+                failures += 1
+                continue
+            (RAW / f"{workload}-{saver}.json").write_text(json.dumps(result))
+    return failures
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
     savers = [s for s in args.savers.split(",") if s]
     workloads = [w for w in args.workloads.split(",") if w]
 
@@ -247,40 +318,14 @@ def main(argv: list[str]) -> int:
 
     server = MotoServer()
     print(f"moto server at {server.endpoint}", flush=True)
-    failures = 0
     try:
-        common = [
-            "--endpoint",
-            server.endpoint,
-            "--latency-ms",
-            str(args.latency_ms),
-            "--state-dir",
-            str(state),
-        ]
+        common = ["--endpoint", server.endpoint, "--latency-ms", str(args.latency_ms)]
+        common += ["--latency-profile", args.latency_profile, "--state-dir", str(state)]
         if args.quick:
             common.append("--quick")
-        for workload in [*workloads, "probes"]:
-            print(f"workload {workload}", flush=True)
-            variants = [v for v, on in VARIANTS.items() if "s3" in savers and workload in on]
-            for saver in [*savers, *variants]:
-                if workload == "e" and saver == "memory":
-                    continue  # an in-memory thread cannot be resumed by another process
-                if workload == "probes" and saver not in AWS:
-                    continue
-                cmd = [
-                    str(python_of(env_for(saver))),
-                    "runner.py",
-                    "--saver",
-                    saver,
-                    "--workload",
-                    workload,
-                    *common,
-                ]
-                result = run_json(cmd, f"{saver}", RAW / f"{workload}-{saver}.failed.txt")
-                if result is None:
-                    failures += 1
-                    continue
-                (RAW / f"{workload}-{saver}.json").write_text(json.dumps(result))
+        failures = run_workloads(workloads, savers, common)
+        extras = [x for x in args.extras.split(",") if x in EXTRAS]
+        failures += run_extras(extras, savers, common, server.endpoint)
     finally:
         server.stop()
 
@@ -288,6 +333,8 @@ def main(argv: list[str]) -> int:
         "git": git_state(),
         "quick": args.quick,
         "latency_ms": args.latency_ms,
+        "latency_profile": args.latency_profile,
+        "extras": args.extras,
         "runtime_s": time.perf_counter() - started,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cpus": os.cpu_count(),

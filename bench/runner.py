@@ -25,7 +25,7 @@ from typing import Any
 
 import wire
 from capacity import TableSnapshot, request_units
-from catalog import LABELS
+from catalog import LABELS, LATENCY_PROFILES
 from savers import Driver, fake_credentials, make_driver
 from workloads import (
     Sizes,
@@ -135,7 +135,7 @@ def phase_figures(phase: Phase, snapshot: TableSnapshot | None) -> dict[str, Any
         # moto's own time on the sequential chain: what a service answering in
         # exactly the injected latency would not add.
         "chain_service_s": sum(wire.service_seconds(r) for r in chain),
-        "latency_s": wire.RECORDER.latency * len(chain),
+        "latency_s": sum(wire.RECORDER.latency_for(r.service) for r in chain),
         "unattributed": sum(1 for r in reqs if r.call is None),
         "bytes_out": sum(r.bytes_out for r in reqs),
         "bytes_in": sum(r.bytes_in for r in reqs),
@@ -353,14 +353,17 @@ WORKLOADS: dict[str, Callable[[Run], None]] = {
     "d": run_document,
     "e": run_cold_resume,
 }
+#: Runs that call the checkpointer directly (their own modules).
+EXTRAS = ("probes", "long")
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--saver", required=True, choices=sorted(LABELS))
-    parser.add_argument("--workload", required=True, choices=[*WORKLOADS, "probes"])
+    parser.add_argument("--workload", required=True, choices=[*WORKLOADS, *EXTRAS])
     parser.add_argument("--endpoint", required=True)
     parser.add_argument("--latency-ms", type=float, default=15.0)
+    parser.add_argument("--latency-profile", default="uniform", choices=sorted(LATENCY_PROFILES))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--state-dir", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument(
@@ -372,7 +375,8 @@ def main(argv: list[str]) -> int:
     faulthandler.dump_traceback_later(args.watchdog, exit=True)
 
     fake_credentials()
-    wire.install(args.latency_ms / 1000.0)
+    profile = LATENCY_PROFILES[args.latency_profile]
+    wire.install(args.latency_ms / 1000.0, {k: ms / 1000.0 for k, ms in profile.items()})
     sizes = Sizes.pick(args.quick)
     # (e) resumes the thread (b) wrote, so it works on (b)'s bucket and table.
     resource_of = {"e": "b"}.get(args.workload, args.workload)
@@ -386,6 +390,10 @@ def main(argv: list[str]) -> int:
         import probes
 
         result = probes.run_probes(driver)
+    elif args.workload == "long":
+        import longthread
+
+        result = longthread.run_longthread(driver, args.quick)
     else:
         run = Run(driver, sizes)
         WORKLOADS[args.workload](run)
@@ -397,6 +405,7 @@ def main(argv: list[str]) -> int:
         workload=args.workload,
         quick=args.quick,
         latency_ms=args.latency_ms,
+        latency_profile=args.latency_profile,
         elapsed_s=time.perf_counter() - started,
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         versions=_versions(),

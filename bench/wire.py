@@ -6,8 +6,10 @@ handlers on its own event emitter:
 * ``before-parameter-build`` opens a request record (service, operation and a
   summary of the parameters for the cost model);
 * ``before-send``  counts one request on the wire, stamps its start and sleeps
-  for the injected latency (``asyncio.sleep`` on aiobotocore clients, so
-  concurrent requests overlap exactly as they would against a remote endpoint);
+  for the injected latency of the request's service (``asyncio.sleep`` on
+  aiobotocore clients, so concurrent requests overlap exactly as they would
+  against a remote endpoint); the latency is one figure for every service, or a
+  profile per service (``catalog.LATENCY_PROFILES``);
 * ``response-received`` stamps the end and keeps what the cost model needs
   (response sizes, returned DynamoDB items).
 
@@ -76,11 +78,18 @@ class Recorder:
     """Collects every request and every checkpointer call of one process."""
 
     def __init__(self) -> None:
+        #: Seconds before every request of a service not in ``by_service``.
         self.latency = 0.0
+        #: Seconds per service name (``"s3"``, ``"dynamodb"``) when a profile is set.
+        self.by_service: dict[str, float] = {}
         self.enabled = True
         self.requests: list[RequestRecord] = []
         self.calls: list[CallRecord] = []
         self._lock = threading.Lock()
+
+    def latency_for(self, service: str) -> float:
+        """Seconds injected before each request (attempt) to ``service``."""
+        return self.by_service.get(service, self.latency)
 
     def reset(self) -> None:
         """Forget everything recorded so far (between phases of a workload)."""
@@ -123,12 +132,16 @@ class Recorder:
         return record
 
     def _before_send_sync(self, request: Any = None, **_: Any) -> None:
-        if self._stamp_send(request) is not None and self.latency > 0:
-            time.sleep(self.latency)
+        record = self._stamp_send(request)
+        delay = self.latency_for(record.service) if record is not None else 0.0
+        if delay > 0:
+            time.sleep(delay)
 
     async def _before_send_async(self, request: Any = None, **_: Any) -> None:
-        if self._stamp_send(request) is not None and self.latency > 0:
-            await asyncio.sleep(self.latency)
+        record = self._stamp_send(request)
+        delay = self.latency_for(record.service) if record is not None else 0.0
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     def _response_received(
         self,
@@ -168,10 +181,18 @@ RECORDER = Recorder()
 _installed = False
 
 
-def install(latency: float) -> Recorder:
-    """Instrument every client created from now on; returns the process recorder."""
+def install(
+    latency: float, by_service: dict[str, float] | None = None, *, aio: bool = True
+) -> Recorder:
+    """Instrument every client created from now on; returns the process recorder.
+
+    ``latency`` (seconds) goes before every request; ``by_service`` overrides it
+    per service (a latency profile). ``aio=False`` leaves aiobotocore alone (and
+    unimported: a cold-start sample of a sync saver must not pay for it).
+    """
     global _installed
     RECORDER.latency = latency
+    RECORDER.by_service = dict(by_service or {})
     if _installed:
         return RECORDER
     _installed = True
@@ -190,6 +211,8 @@ def install(latency: float) -> Recorder:
 
     botocore.session.Session.create_client = create_client
 
+    if not aio:
+        return RECORDER
     try:
         import aiobotocore.session
     except ImportError:  # the langgraph-checkpoint-aws venv has no aiobotocore
@@ -338,7 +361,8 @@ def critical_path(requests: Iterable[RequestRecord]) -> int:
 
 def service_seconds(record: RequestRecord) -> float:
     """Time a request spent beyond the injected latency: moto's work plus transfer."""
-    return max(0.0, record.end - record.start - RECORDER.latency * record.attempts)
+    injected = RECORDER.latency_for(record.service) * record.attempts
+    return max(0.0, record.end - record.start - injected)
 
 
 def kind(record: RequestRecord) -> str:
