@@ -1,12 +1,16 @@
-"""The collector at scale: time and memory of one collection over N threads.
+"""Whole-table commands at scale: time and memory of a collection, and of
+``langgraph-s3 threads``, ``stats`` and ``verify``, over N threads.
 
     .venv/bin/python bench/gc_scale.py [--threads 10000] [--tracemalloc]
+        [--commands gc,threads,stats,verify]
 
 A moto server (``bench/moto_server.py``, its own process) holds N threads whose index
 items are clones of what a real put writes (two checkpoints with their head, bodies in
-the index), written with BatchWriteItem, plus one garbage blob per 100 threads. One
-``gc.collect`` then runs in this process; its wall time and the peak of Python memory
-it allocated (tracemalloc) are printed. Run with the project's ``.venv``.
+the index), written with BatchWriteItem, plus one garbage blob per 100 threads. Each
+command then runs once in a child process of its own (``gc``: ``gc.collect``; the
+others: the command line, in-process); its wall time, RSS growth and (with
+``--tracemalloc``) the peak of Python memory it allocated are printed, one JSON line
+per command. Run with the project's ``.venv``.
 """
 
 from __future__ import annotations
@@ -115,14 +119,52 @@ def collect_once(endpoint: str, trace: bool) -> dict[str, Any]:
     return out
 
 
+def command_once(endpoint: str, command: str, trace: bool) -> dict[str, Any]:
+    """One ``langgraph-s3`` command in this process: time, RSS growth, Python peak."""
+    import contextlib
+    import io
+    import resource
+
+    from langgraph_s3.cli import main as cli
+
+    argv = ["--endpoint-url", endpoint, "--region", "us-east-1", "--bucket", "gc-scale",
+            "--table", "gc-scale", command, "--json"]  # fmt: skip
+    if command == "threads":
+        argv += ["--limit", "20"]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if trace:
+        tracemalloc.start()
+    started = time.perf_counter()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli(argv)
+    out: dict[str, Any] = {
+        "command": command, "exit": code, "seconds": round(time.perf_counter() - started, 1),
+        "rss_before_mb": round(before / 1024, 1),
+        "rss_growth_mb": round(
+            (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024, 1
+        ),
+        "output_bytes": len(printed.getvalue()),
+    }  # fmt: skip
+    if trace:
+        out["peak_python_mb"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
+        tracemalloc.stop()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=10_000)
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument("--commands", default="gc", help="of gc,threads,stats,verify")
     parser.add_argument("--collect", metavar="ENDPOINT", help=argparse.SUPPRESS)
+    parser.add_argument("--command", nargs=2, metavar=("ENDPOINT", "NAME"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.collect:
         print(json.dumps(collect_once(args.collect, args.tracemalloc)))
+        return 0
+    if args.command:
+        print(json.dumps(command_once(*args.command, args.tracemalloc)))
         return 0
     server = subprocess.Popen([sys.executable, str(HERE / "moto_server.py")],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
@@ -138,18 +180,25 @@ def main() -> int:
         started = time.perf_counter()
         populate(saver, args.threads)
         loaded = time.perf_counter() - started
-        child = [sys.executable, __file__, "--collect", endpoint]
-        if args.tracemalloc:
-            child.append("--tracemalloc")
-        run = subprocess.run(child, capture_output=True, text=True, check=True)
+        print(json.dumps({"threads": args.threads, "populate_s": round(loaded, 1)}), flush=True)
+        # gc deletes the garbage blobs, so the read-only commands run first.
+        for command in sorted(args.commands.split(","), key=lambda c: c == "gc"):
+            how = ["--collect", endpoint] if command == "gc" else ["--command", endpoint, command]
+            child = [sys.executable, __file__, *how]
+            if args.tracemalloc:
+                child.append("--tracemalloc")
+            run = subprocess.run(child, capture_output=True, text=True)
+            if run.returncode:
+                print(json.dumps({"command": command, "failed": run.stderr[-2000:]}), flush=True)
+                continue
+            result = json.loads(run.stdout)
+            result["rss_growth_bytes_per_thread"] = round(
+                result["rss_growth_mb"] * 2**20 / max(1, args.threads)
+            )
+            print(json.dumps({"command": command, **result}), flush=True)
     finally:
         server.stdin.close()  # type: ignore[union-attr]
         server.wait(timeout=60)
-    result = {"populate_s": round(loaded, 1), **json.loads(run.stdout)}
-    result["rss_growth_bytes_per_thread"] = round(
-        result["rss_growth_mb"] * 2**20 / max(1, result["threads"])
-    )
-    print(json.dumps(result))
     return 0
 
 
