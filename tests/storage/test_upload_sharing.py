@@ -35,10 +35,10 @@ def test_many_puts_sharing_new_chunks_finish_and_upload_each_chunk_once(
     # for those uploads reach the pool first: the order that used to deadlock it.
     perform_many = saver._perform_many
 
-    def owner_submits_late(ops: list[Any]) -> list[Any]:
+    def owner_submits_late(ops: list[Any], stats: Any) -> list[Any]:
         if any(isinstance(op, S3Put) and op.done is not None for op in ops):
             time.sleep(0.3)
-        return perform_many(ops)
+        return perform_many(ops, stats)
 
     saver._perform_many = owner_submits_late
     errors: list[BaseException] = []
@@ -112,11 +112,11 @@ def test_a_waiter_whose_uploader_failed_uploads_itself(inproc_backend: Backend) 
     s3.meta.events.register("before-send.s3.PutObject", fail_first_blob)
     perform = saver._perform
 
-    def park_waits_until_a_failed(op: Any) -> Any:
+    def park_waits_until_a_failed(op: Any, stats: Any = None) -> Any:
         if isinstance(op, WaitUpload):
             b_parked.set()
             assert a_done.wait(10)
-        return perform(op)
+        return perform(op, stats)
 
     saver._perform = park_waits_until_a_failed
     outcome: dict[str, Any] = {}
@@ -166,11 +166,11 @@ async def test_a_waiter_whose_uploader_failed_uploads_itself_async(
         s3.meta.events.register("before-send.s3.PutObject", fail_first_put)
         perform = saver._perform
 
-        async def park_waits_until_a_failed(op: Any) -> Any:
+        async def park_waits_until_a_failed(op: Any, stats: Any = None) -> Any:
             if isinstance(op, WaitUpload):
                 b_parked.set()
                 await asyncio.wait_for(a_done.wait(), 10)
-            return await perform(op)
+            return await perform(op, stats)
 
         saver._perform = park_waits_until_a_failed
 
