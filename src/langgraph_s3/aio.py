@@ -236,7 +236,7 @@ class AsyncS3Saver(Driver):
     async def setup(self) -> None:
         """Create the bucket and the table if they do not exist (idempotent)."""
         s3, _ = await self.clients()
-        await self.run(setup(self, region=self.region_name or s3.meta.region_name))
+        await self.run(setup(self, region=self.region_name or s3.meta.region_name), Call("setup"))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch the latest checkpoint of a thread, or the one named by ``checkpoint_id``."""

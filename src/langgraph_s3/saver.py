@@ -224,7 +224,9 @@ class S3Saver(Driver):
 
         Meant for development and tests; production deploys ``infra/storage.yaml``.
         """
-        self.run(setup(self, region=self.region_name or self.s3_client.meta.region_name))
+        self.run(
+            setup(self, region=self.region_name or self.s3_client.meta.region_name), Call("setup")
+        )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple: the latest of the thread, or the one named by

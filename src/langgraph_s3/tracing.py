@@ -4,7 +4,7 @@ With ``opentelemetry-api`` installed (``pip install 'langgraph-s3[otel]'``) and 
 tracer provider configured by the application (the AWS Distro for OpenTelemetry
 Lambda layer does this for X-Ray), every call of a saver's public API (``put``,
 ``put_writes``, ``get_tuple``, ``list``, the thread operations, the collector) is a
-span named ``langgraph_s3.<call>`` with these attributes:
+span named ``langgraph_s3.<call>`` (``setup`` too) with these attributes:
 
 =================================  =====================================================
 ``langgraph_s3.thread_id``         the thread (absent for calls across threads)

@@ -3,6 +3,7 @@ are what went over the wire; nothing at all without opentelemetry."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -178,3 +179,73 @@ print("ok")
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.stdout.strip() == "ok", done.stderr
+
+
+_TRACED_README = """
+import json, sys
+from collections import Counter
+import botocore.session, aiobotocore.session
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+wire = Counter()
+
+def count(client):
+    service = client.meta.service_model.service_name
+    def sent(params, model, **_):
+        wire["requests." + service] += 1
+        if model.name == "PutObject":
+            wire["s3.bytes_sent"] += len(params["Body"])
+    def received(parsed, model, **_):
+        if model.name == "GetObject":
+            wire["s3.bytes_received"] += int(parsed.get("ContentLength", 0))
+    client.meta.events.register("before-call", sent)
+    client.meta.events.register("after-call", received)
+    return client
+
+plain = botocore.session.Session.create_client
+botocore.session.Session.create_client = lambda s, *a, **k: count(plain(s, *a, **k))
+aio = aiobotocore.session.AioSession._create_client
+async def create_aio(s, *a, **k):
+    return count(await aio(s, *a, **k))
+aiobotocore.session.AioSession._create_client = create_aio
+
+exec(compile(sys.stdin.read(), "README", "exec"))
+spans = [(s.name, dict(s.attributes)) for s in exporter.get_finished_spans()]
+print(json.dumps({"spans": spans, "wire": wire}))
+"""
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["sync", "async"])
+def test_the_readme_example_traced_shows_the_wire_counts(moto_server: str, which: int) -> None:
+    from tests.graphs.test_readme import complete_examples
+
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    env.pop("AWS_PROFILE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _TRACED_README],
+        input=complete_examples()[which], env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    spans = [(name, attrs) for name, attrs in out["spans"] if name.startswith("langgraph_s3.")]
+    names = Counter(name for name, _ in spans)
+    assert names["langgraph_s3.put"] >= 2 and names["langgraph_s3.get_tuple"] >= 2
+    summed: Counter[str] = Counter()
+    for _, attrs in spans:
+        for key in ("requests.s3", "requests.dynamodb", "s3.bytes_sent", "s3.bytes_received"):
+            summed[key] += attrs[f"langgraph_s3.{key}"]
+    # setup() is a saver call too, so every request the example made is in a span.
+    assert {k: v for k, v in summed.items() if v} == out["wire"]
