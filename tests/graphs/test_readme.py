@@ -27,16 +27,22 @@ def test_the_section_holds_the_sync_and_async_examples() -> None:
     assert "S3Saver(" in blocks[0] and "AsyncS3Saver(" in blocks[1]
 
 
-@pytest.mark.parametrize("which", [0, 1], ids=["sync", "async"])
-def test_readme_example_runs_verbatim(moto_server: str, which: int) -> None:
+def example_env(endpoint: str) -> dict[str, str]:
+    """The environment the examples run in: a local endpoint, test credentials."""
     env = {
         **os.environ,
-        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_ENDPOINT_URL": endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
     }
     env.pop("AWS_PROFILE", None)
+    return env
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["sync", "async"])
+def test_readme_example_runs_verbatim(moto_server: str, which: int) -> None:
+    env = example_env(moto_server)
     done = subprocess.run(
         [sys.executable, "-c", complete_examples()[which]],
         env=env, capture_output=True, text=True, timeout=120,

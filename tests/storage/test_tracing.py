@@ -224,19 +224,11 @@ print(json.dumps({"spans": spans, "wire": wire}))
 
 @pytest.mark.parametrize("which", [0, 1], ids=["sync", "async"])
 def test_the_readme_example_traced_shows_the_wire_counts(moto_server: str, which: int) -> None:
-    from tests.graphs.test_readme import complete_examples
+    from tests.graphs.test_readme import complete_examples, example_env
 
-    env = {
-        **os.environ,
-        "AWS_ENDPOINT_URL": moto_server,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    env.pop("AWS_PROFILE", None)
     done = subprocess.run(
-        [sys.executable, "-c", _TRACED_README],
-        input=complete_examples()[which], env=env, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", _TRACED_README], input=complete_examples()[which],
+        env=example_env(moto_server), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[-1])
