@@ -66,7 +66,10 @@ class Writer:
         self.versions: dict[str, Any] = {}
         self.step = -1
 
-    def put(self, changes: dict[str, Any]) -> dict[str, Any]:
+    def next_checkpoint(
+        self, changes: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The next checkpoint with ``changes`` applied, its metadata and new versions."""
         from langgraph.checkpoint.base import empty_checkpoint
 
         new_versions = {}
@@ -81,6 +84,10 @@ class Writer:
         checkpoint["updated_channels"] = sorted(changes)
         metadata = {"source": "loop", "step": self.step, "parents": {}}
         self.step += 1
+        return checkpoint, metadata, new_versions
+
+    def put(self, changes: dict[str, Any]) -> dict[str, Any]:
+        checkpoint, metadata, new_versions = self.next_checkpoint(changes)
         self.config, figures = measured(
             self.driver, self.saver, "put", self.config, checkpoint, metadata, new_versions
         )

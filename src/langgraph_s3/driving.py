@@ -178,15 +178,14 @@ class Exchange:
         from botocore.exceptions import BotoCoreError, ClientError
 
         settle(self.op, False)
-        if isinstance(exc, ClientError | BotoCoreError):
-            if isinstance(exc, ClientError):
-                self.answered(exc.response)
-            self._count()
         if isinstance(exc, ClientError):
+            self.answered(exc.response)
+            self._count()
             log_request(self.op, self.method, time.perf_counter() - self.started, None, False)
             saver = self.saver
             return failed(self.op, exc, bucket=saver.bucket, table=saver.table, region=self.region)
         if isinstance(exc, BotoCoreError):
+            self._count()
             raise translate_transport(exc, endpoint=self.endpoint_url) from exc
         raise exc
 
@@ -211,11 +210,6 @@ class Clients:
     def __init__(self, s3: Any, dynamodb: Any, home_s3: Any) -> None:
         self.by_name: dict[str, Any] = {S3: s3, DYNAMODB: dynamodb, HOME_S3: home_s3}
         self.created: list[Any] = []
-
-    @property
-    def ready(self) -> bool:
-        """Whether the S3 and DynamoDB clients exist."""
-        return self.by_name[S3] is not None and self.by_name[DYNAMODB] is not None
 
     def keep(self, name: str, client: Any) -> Any:
         """Use ``client``, created by the saver, for ``name``."""

@@ -94,8 +94,7 @@ def test_index_requests_answer_with_their_typed_result() -> None:
 def test_clients_close_only_what_the_saver_created() -> None:
     mine, created = object(), object()
     clients = Clients(mine, None, None)
-    assert not clients.ready
-    assert clients.keep(DYNAMODB, created) is created and clients.ready
+    assert clients.keep(DYNAMODB, created) is created
     assert clients.forget_created() == [created]
     assert clients.by_name == {S3: mine, DYNAMODB: None, HOME_S3: None}
     assert clients.forget_created() == []
