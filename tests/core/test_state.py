@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -59,6 +60,15 @@ def test_versions_count_up_with_a_random_tail() -> None:
     # A thread migrated from a saver with integer versions keeps counting in integers.
     assert core.get_next_version(7, None) == 8  # type: ignore[arg-type]
     assert core.get_next_version(first, None) != core.get_next_version(first, None)
+
+
+def test_versions_have_one_width_so_stored_sizes_do_not_vary() -> None:
+    core = make_core()
+    versions = [core.get_next_version(None, None) for _ in range(2000)]
+    assert {len(v) for v in versions} == {49}
+    assert all(re.fullmatch(r"0{31}1\.[0-9a-f]{16}", v) for v in versions)
+    # a version written by an earlier release (random.random() text) keeps counting
+    assert core.get_next_version(f"{41:032}.0.6131219049925384", None).startswith(f"{42:032}.")
 
 
 def test_forgetting_a_thread_drops_its_cache_entries_only() -> None:

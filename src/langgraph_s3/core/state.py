@@ -130,7 +130,12 @@ class SaverCore(BaseCheckpointSaver[str]):
 
         The random tail keeps two forks that bump the same channel from the same
         version apart, so a version always names one value (which lets the entry
-        cache key on it). A thread migrated from a saver with integer versions
+        cache key on it). Unlike ``InMemorySaver``'s ``random.random()`` text, whose
+        length varies, the tail is 16 hex digits (64 random bits): every version is
+        49 characters, so what a step stores, and the write units it is billed, do
+        not change from run to run. Versions are compared as strings, by the counter
+        first; a tail only orders two forks of one counter, which is arbitrary in
+        ``InMemorySaver`` too, so old and new tails mix in one thread. A thread migrated from a saver with integer versions
         (``DynamoDBSaver``, any saver on the base class's default) keeps counting in
         integers, as that saver would: LangGraph compares a channel's new version
         with its old one and cannot compare a string with an integer. Integer
@@ -140,4 +145,4 @@ class SaverCore(BaseCheckpointSaver[str]):
         if isinstance(current, int):
             return current + 1
         current_v = 0 if current is None else int(str(current).split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"
+        return f"{current_v + 1:032}.{random.getrandbits(64):016x}"
