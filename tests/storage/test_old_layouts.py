@@ -1,0 +1,123 @@
+"""Threads written by an earlier release read, resume, fork, list, copy, prune and are
+collected by today's code, in the same thread as new checkpoints (mixed history).
+
+The fixture ``tests/layouts/v1.json.gz`` is the bucket and table written by release
+0.1.0 (layout 1, commit 0aaf7d3) running the ``before`` part of each scenario in
+``tests/layouts/scenarios.py``; see ``tests/layouts/write.py`` for how it was made.
+Every scenario's ``after`` part must give here what it gives on ``InMemorySaver``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from langgraph_s3.gc import collect
+from tests.conftest import Backend
+from tests.graphs.test_graphs import Calls, build_approval, cfg, history_summary, writes_summary
+from tests.layouts import store
+from tests.layouts.scenarios import SCENARIOS, Scenario, reference
+
+FIXTURE = Path(__file__).resolve().parents[1] / "layouts" / "v1.json.gz"
+PREFIX = "fx/"
+
+
+@cache
+def fixture() -> dict[str, Any]:
+    return store.read(FIXTURE)
+
+
+@cache
+def expected(scenario: Scenario) -> dict[str, Any]:
+    return reference(scenario)
+
+
+def loaded(backend: Backend) -> Backend:
+    store.load(backend, fixture())
+    return backend
+
+
+def history(backend: Backend, thread: str) -> list[dict[str, Any]]:
+    """Every checkpoint of the thread (all namespaces) with its metadata and writes."""
+    return writes_summary(backend.saver(prefix=PREFIX), cfg(thread))
+
+
+def test_the_fixture_was_written_by_the_first_release() -> None:
+    """Guards against a fixture rewritten by today's code (which would prove nothing)."""
+    meta = fixture()["written_by"]
+    assert (meta["version"], meta["commit"], meta["prefix"]) == ("0.1.0", "0aaf7d3", PREFIX)
+    assert meta["threads"] == [s.thread for s in SCENARIOS]
+    keys = list(fixture()["objects"])
+    assert any("/c/" in k for k in keys), "no checkpoint body in S3: a layout case is missing"
+    assert any("/b/" in k for k in keys)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.thread)
+def test_an_old_thread_goes_on_as_in_memory(backend: Backend, scenario: Scenario) -> None:
+    """Read, resume, fork and list each old thread: the same as if it had been in memory."""
+    loaded(backend)
+    assert scenario.after(lambda: backend.saver(prefix=PREFIX)) == expected(scenario)
+
+
+async def test_the_async_saver_resumes_an_old_thread(server_backend: Backend) -> None:
+    memory = InMemorySaver()
+    SCENARIOS[0].before(lambda: memory)
+    reference_graph = build_approval(memory, Calls())
+    want_final = reference_graph.invoke(Command(resume=True), cfg("approval"))
+    want_history = history_summary(reference_graph.get_state_history(cfg("approval")))
+
+    loaded(server_backend)
+    async with server_backend.async_saver(prefix=PREFIX) as saver:
+        graph = build_approval(saver, Calls())
+        final = await graph.ainvoke(Command(resume=True), cfg("approval"))
+        got = history_summary([s async for s in graph.aget_state_history(cfg("approval"))])
+    assert (final, got) == (want_final, want_history)
+
+
+def test_old_and_mixed_threads_copy_prune_and_delete(backend: Backend) -> None:
+    loaded(backend)
+    SCENARIOS[0].after(lambda: backend.saver(prefix=PREFIX))  # approval: now mixed
+    saver = backend.saver(prefix=PREFIX)
+    before = {t: history(backend, t) for t in ("approval", "fanout", "nested")}
+
+    saver.copy_thread("approval", "approval-copy")
+    saver.copy_thread("fanout", "fanout-copy")
+    assert history(backend, "approval-copy") == before["approval"]
+    assert history(backend, "fanout-copy") == before["fanout"]
+
+    saver.prune(["fanout"], strategy="keep_latest")
+    pruned = history(backend, "fanout")
+    assert len(pruned) == 1 and pruned[0]["channels"] == before["fanout"][0]["channels"]
+
+    saver.delete_thread("nested")
+    assert not [k for k in backend.object_keys() if k.startswith(f"{PREFIX}nested/")]
+    assert not [i for i in backend.items() if i["pk"]["S"] == f"{PREFIX}nested"]
+    assert history(backend, "approval") == before["approval"]
+
+
+def test_the_collector_keeps_what_old_and_mixed_threads_use(backend: Backend) -> None:
+    loaded(backend)
+    SCENARIOS[4].after(lambda: backend.saver(prefix=PREFIX))  # direct: now mixed
+    saver = backend.saver(prefix=PREFIX)
+    threads = ("approval", "failing", "fanout")
+    before = {t: history(backend, t) for t in threads}
+    direct = [t.checkpoint for t in saver.list(cfg("direct"))]
+
+    report = collect(saver, grace=0)
+    assert report.errors == [] and report.objects_deleted == 0
+    stored = [k for k in backend.object_keys() if not k.startswith(f"{PREFIX}.gc/")]
+    assert report.objects == report.objects_referenced == len(stored)
+    fresh = backend.saver(prefix=PREFIX)
+    assert {t: history(backend, t) for t in threads} == before
+    assert [t.checkpoint for t in fresh.list(cfg("direct"))] == direct
+
+    fresh.delete_thread("direct")
+    report = collect(backend.saver(prefix=PREFIX), grace=0)
+    assert report.errors == []
+    assert not [k for k in backend.object_keys() if k.startswith(f"{PREFIX}direct/")]
+    assert {t: history(backend, t) for t in threads} == before
