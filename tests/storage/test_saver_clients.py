@@ -93,3 +93,30 @@ async def test_async_clients_take_the_config_and_user_agent(server_backend: Back
         assert agents and all(f"langgraph-s3/{__version__}" in a for a in agents)
     assert not any(saver._clients.by_name.values())  # closed and forgotten
 
+
+async def test_an_http_endpoint_reads_no_ca_bundle(
+    server_backend: Backend, monkeypatch: Any
+) -> None:
+    """aiobotocore loads the CA bundle into a new SSL context for each client's first
+    request (25-40 ms), even on plain HTTP; the saver's clients of an http:// endpoint
+    skip it. The control client pins the assumption: if aiobotocore stops reading the
+    bundle through ``get_cert_path``, this test says so instead of passing vacuously."""
+    import aiobotocore.httpsession
+    from aiobotocore.session import get_session
+
+    reads: list[Any] = []
+    real = aiobotocore.httpsession.get_cert_path
+    monkeypatch.setattr(
+        aiobotocore.httpsession, "get_cert_path", lambda v: reads.append(v) or real(v)
+    )
+    assert server_backend.endpoint_url and server_backend.endpoint_url.startswith("http://")
+    async with server_backend.async_saver() as saver:
+        assert await saver.aget_tuple(CONFIG) is None  # the DynamoDB client's first request
+        s3, _ = await saver.clients()
+        await s3.list_objects_v2(Bucket=server_backend.bucket, MaxKeys=1)
+    assert reads == []
+    async with get_session().create_client(
+        "dynamodb", region_name=REGION, endpoint_url=server_backend.endpoint_url
+    ) as control:
+        await control.list_tables()
+    assert reads
