@@ -13,7 +13,7 @@ table instead of being sent (botocore's ``before-call`` event answers them, as
 botocore's ``Stubber`` does), and that table is then written with
 ``BatchWriteItem``. The guards the saver's conditions check hold by construction
 (one writer, each checkpoint continues the previous one). S3 requests are sent as
-usual (the bodies here fit in the index; ``S3Saver`` sends one ``HeadBucket``).
+usual (the bodies here fit in the index, so ``S3Saver`` sends none).
 
 **Measuring.** One saver per kind, warmed by a ``get_tuple`` of the thread (a
 long-lived process serving history calls), then each ``list`` call alone: requests
@@ -303,7 +303,7 @@ def run_longthread(driver: Driver, quick: bool) -> dict[str, Any]:
     rows = []
     for n in sizes:
         cfg = thread_config(threads[n])
-        latest, _ = timed_call(driver, saver, "get_tuple", cfg)  # warm: clients, bucket check
+        latest, _ = timed_call(driver, saver, "get_tuple", cfg)  # warm: clients, connections
         assert latest.config["configurable"]["checkpoint_id"] == builds[n]["newest_ids"][0]
         for limit in LIMITS:
             tuples, call = timed_call(driver, saver, "list", cfg, limit=limit)

@@ -70,11 +70,6 @@ class WaitUpload(Request[bool]):
 
 
 @dataclass(frozen=True)
-class S3HeadBucket(Request[None]):
-    """Check that the bucket exists (once per saver). Result: ``None``."""
-
-
-@dataclass(frozen=True)
 class ListPage:
     """One page of an S3 listing."""
 
@@ -167,7 +162,6 @@ Op = (
     | Sleep
     | CreateBucket
     | WaitUpload
-    | S3HeadBucket
 )
 
 

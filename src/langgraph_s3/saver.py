@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from botocore.exceptions import BotoCoreError
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     ChannelVersions,
@@ -29,15 +30,16 @@ from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.operations import Flow, Sleep, T, WaitUpload
 from langgraph_s3.tracing import Call, Stats, span
-from langgraph_s3.transport import DYNAMODB, S3
+from langgraph_s3.transport import DYNAMODB, S3, translate_transport
 
 
 class S3Saver(Driver):
     """A LangGraph checkpointer that stores threads in S3 with a DynamoDB index.
 
     Drop-in for ``InMemorySaver``: pass it as ``checkpointer=`` to
-    ``StateGraph.compile``. Constructing it makes no AWS request; call
-    :meth:`setup` once to create the bucket and table in development.
+    ``StateGraph.compile``. Constructing it creates the boto3 clients it was not
+    given but makes no AWS request; call :meth:`setup` once to create the bucket and
+    table in development.
 
     Args:
         bucket: S3 bucket holding checkpoint objects and value blobs.
@@ -64,6 +66,18 @@ class S3Saver(Driver):
     def _start(self) -> None:
         self._clients_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        # The clients are made now rather than by the first call: each costs 50-100 ms
+        # of botocore loading models and endpoint rules, which a Lambda's init phase
+        # should pay, not its first invocation. The home region's client, needed only
+        # for objects not replicated yet, is still made on first use.
+        try:
+            for name in (S3, DYNAMODB):
+                self._client(name)
+        except BotoCoreError as exc:
+            error = translate_transport(exc, endpoint=self.endpoint_url)
+            if error is exc:
+                raise
+            raise error from exc
 
     # ----------------------------------------------------------- construction
     @classmethod
@@ -102,7 +116,8 @@ class S3Saver(Driver):
             client.close()
 
     def _client(self, name: str) -> Any:
-        """The client called ``name`` (``transport.S3``, ...), created on first use."""
+        """The client called ``name`` (``transport.S3``, ...), created if there is none
+        (the home region's on first use; any after ``close``)."""
         client = self._clients.by_name[name]
         if client is None:
             with self._clients_lock:
@@ -133,12 +148,12 @@ class S3Saver(Driver):
 
     @property
     def s3_client(self) -> Any:
-        """The boto3 S3 client in use (created on first use if none was given)."""
+        """The boto3 S3 client in use (created with the saver if none was given)."""
         return self._client(S3)
 
     @property
     def dynamodb_client(self) -> Any:
-        """The boto3 DynamoDB client in use (created on first use if none was given)."""
+        """The boto3 DynamoDB client in use (created with the saver if none was given)."""
         return self._client(DYNAMODB)
 
     # -------------------------------------------------------------- driving

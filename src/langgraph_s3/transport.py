@@ -28,7 +28,6 @@ from langgraph_s3.operations import (
     S3Copy,
     S3Delete,
     S3Get,
-    S3HeadBucket,
     S3List,
     S3Put,
 )
@@ -67,8 +66,6 @@ def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, d
     if isinstance(op, S3Copy):
         source = {"Bucket": bucket, "Key": op.source}
         return S3, "copy_object", {"Bucket": bucket, "Key": op.target, "CopySource": source}
-    if isinstance(op, S3HeadBucket):
-        return S3, "head_bucket", {"Bucket": bucket}
     if isinstance(op, CreateBucket):
         create: dict[str, Any] = {"Bucket": bucket}
         if op.region and op.region != "us-east-1":
@@ -125,9 +122,6 @@ def failed(op: Op, exc: ClientError, *, bucket: str, table: str, region: str | N
         return op.refused(code, exc.response)
     if isinstance(op, CreateBucket) and code == "BucketAlreadyOwnedByYou":
         return None
-    if isinstance(op, S3HeadBucket) and code in ("404", "NotFound"):
-        code = "NoSuchBucket"  # HeadBucket has no body, so its 404 carries no S3 code
-        exc.response.setdefault("Error", {})["Code"] = code
     raise translate(exc, bucket=bucket, table=table, region=region) from exc
 
 

@@ -126,8 +126,10 @@ CASES: dict[str, Case] = {
     "missing table": lambda w: (["--url", w.url(table="no-such-table"), "threads"], 3,
                                 ["'no-such-table' does not exist", "`langgraph-s3 setup`",
                                  "--region"]),
-    "missing bucket": lambda w: (["--url", w.url(bucket="no-such-bucket-x"), "show", "t1"], 3,
-                                 ["'no-such-bucket-x' does not exist", "`langgraph-s3 setup`"]),
+    # The bucket is found missing by the first S3 request (t1 lives in the index alone;
+    # the collector lists the bucket).
+    "missing bucket": lambda w: (["--url", w.url(bucket="no-such-bucket-x"), "gc", "--dry-run"],
+                                 3, ["'no-such-bucket-x' does not exist", "`langgraph-s3 setup`"]),
     "unreachable endpoint": lambda w: (
         ["--url", w.url(endpoint_url="http://127.0.0.1:9"), "threads"], 3, ["--endpoint-url"]),
     "bad --serde": lambda w: (["--url", w.url(), "--serde", "no_such_module:x", "threads"], 2,
@@ -298,8 +300,9 @@ def test_missing_sqlite_source_is_not_created(world: World) -> None:
     assert not typo.exists()
 
 
-def sqlite_source(path: Path, threads: dict[str, int]) -> str:
-    """A SqliteSaver database holding ``threads`` (id: number of chained checkpoints)."""
+def sqlite_source(path: Path, threads: dict[str, int], pad: int = 0) -> str:
+    """A SqliteSaver database holding ``threads`` (id: number of chained checkpoints),
+    each value followed by ``pad`` random bytes in hex (20_000: a value that needs S3)."""
     with SqliteSaver.from_conn_string(str(path)) as sqlite:
         for thread, count in threads.items():
             conf: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
@@ -307,7 +310,7 @@ def sqlite_source(path: Path, threads: dict[str, int]) -> str:
             for step in range(count):
                 version = sqlite.get_next_version(version, None)
                 cp = empty_checkpoint()
-                cp["channel_values"] = {"x": f"{thread}{step}"}
+                cp["channel_values"] = {"x": f"{thread}{step}{os.urandom(pad).hex()}"}
                 cp["channel_versions"] = {"x": version}
                 conf = sqlite.put(conf, cp, {"step": step}, cp["channel_versions"])
     return f"sqlite:///{path}"
@@ -344,8 +347,9 @@ def test_migrate_resumes_and_says_what_it_did(world: World) -> None:
 
 
 def test_migrate_stopped_by_a_storage_error_says_what_is_left(world: World) -> None:
-    source = sqlite_source(world.tmp / "two.db", {"a": 1, "b": 1})
-    # The table is there, the bucket is not: the first thread's first write fails.
+    # The table is there, the bucket is not: the first thread's first write, whose value
+    # needs S3, fails.
+    source = sqlite_source(world.tmp / "two.db", {"a": 1, "b": 1}, pad=20_000)
     target = world.url(bucket="no-such-bucket-y")
     stopped = run("--url", target, "migrate", "--from", source)
     assert stopped.returncode == 3 and "Traceback" not in stopped.stderr

@@ -281,7 +281,6 @@ def test_delta_history_stops_reading_once_every_channel_has_its_seed() -> None:
 def test_delta_history_of_the_latest_checkpoint_finds_it_first() -> None:
     t = delta_thread()
     core = make_core()
-    core.bucket_checked = True
     script = Script(history.delta_history(core, config(), ["d"]))
     script.expect(is_query, page([t["c4"].item]))  # the latest: c4
     query = script.expect(
@@ -299,7 +298,6 @@ def test_delta_history_of_the_latest_checkpoint_finds_it_first() -> None:
 def test_delta_history_of_an_empty_thread_or_unknown_checkpoint_is_empty() -> None:
     assert Script(history.delta_history(make_core(), config(), [])).returns() == {}
     core = make_core()
-    core.bucket_checked = True
     script = Script(history.delta_history(core, config(), ["d"]))
     script.expect(is_query, page([]))
     assert script.returns() == {"d": {"writes": []}}

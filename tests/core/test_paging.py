@@ -6,7 +6,7 @@ from typing import Any
 
 from langgraph_s3.core import paging, schema
 from langgraph_s3.core.index import BatchWrite, Page, Query, ScanSegment
-from langgraph_s3.operations import S3HeadBucket, Sleep
+from langgraph_s3.operations import Sleep
 from tests.core.canned import make_core, page
 from tests.core.script import Script
 
@@ -24,12 +24,6 @@ def test_next_page_returns_the_page_and_the_request_for_the_next_one() -> None:
     scan = Script(paging.next_page(ScanSegment("t", "", 0, 4)))
     assert scan.expect(ScanSegment, page([])).method == "scan"
     assert scan.returns() == (Page([], None), None)
-
-
-def test_next_page_sends_requests_alongside_and_drops_their_results() -> None:
-    script = Script(paging.next_page(QUERY, (S3HeadBucket(),)))
-    script.expect([QUERY, S3HeadBucket()], [page([key(1)]), None])
-    assert script.returns() == (Page([key(1)], None), None)
 
 
 def test_read_all_follows_last_evaluated_keys_to_the_end() -> None:

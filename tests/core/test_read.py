@@ -11,7 +11,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph_s3 import guard
 from langgraph_s3.core import read, schema
 from langgraph_s3.core.entries import Inline
-from langgraph_s3.operations import IndexRequest, S3Get, S3HeadBucket
+from langgraph_s3.operations import IndexRequest, S3Get
 from tests.core.canned import checkpoint, config, from_bucket, make_core, page, store, store_writes
 from tests.core.script import Script
 
@@ -29,12 +29,14 @@ def is_query(op: Any) -> bool:
     return isinstance(op, IndexRequest) and op.method == "query"
 
 
-def test_the_latest_checkpoint_is_one_query_checked_beside_the_bucket() -> None:
+def test_the_latest_checkpoint_is_one_query_and_nothing_else() -> None:
+    """A saver's first read is no different from its later ones: no bucket check rides
+    along (a wrong bucket shows at the first S3 request instead)."""
     stored = store(config(cid="c01"), checkpoint("c02", {"x": 1, "y": [1, 2]}))
     w = store_writes(config(cid="c02"), [("x", 5)], "task-a", "~1")
     core = make_core()
     script = Script(read.get_tuple(core, config()))
-    query, _ = script.expect([is_query, S3HeadBucket], [page([w.item, stored.item]), None])
+    query = script.expect(is_query, page([w.item, stored.item]))
     assert query.params["Limit"] == 8 and query.params["ScanIndexForward"] is False
     assert query.params["ExpressionAttributeValues"][":pre"] == schema.s("c#~#")
     tup = found(script)
@@ -46,17 +48,11 @@ def test_the_latest_checkpoint_is_one_query_checked_beside_the_bucket() -> None:
     # The run that read the latest continues the head: its puts are guarded.
     assert isinstance(conf["thread_id"], guard.HeadRead) and conf["thread_id"].head == "c02"
 
-    # The bucket is checked once per saver.
-    again = Script(read.get_tuple(core, config()))
-    again.expect(is_query, page([stored.item]))
-    assert found(again).checkpoint["id"] == "c02"
-
 
 def test_the_latest_read_pages_on_with_larger_pages_until_a_checkpoint_item() -> None:
     """Writes saved for a checkpoint that is not committed (yet) come first in a
     newest-first query; they belong to no checkpoint that is read."""
     core = make_core()
-    core.bucket_checked = True
     orphan = [store_writes(config(cid="c03"), [("x", i)], f"task{i}").item for i in range(8)]
     stored = store(config(), checkpoint("c02", {"x": 1}))
     mine = store_writes(config(cid="c02"), [("x", 9)], "task-b").item
@@ -69,11 +65,11 @@ def test_the_latest_read_pages_on_with_larger_pages_until_a_checkpoint_item() ->
     assert tup.pending_writes == [("task-b", "x", 9)]
 
 
-def test_the_first_page_can_be_followed_by_another_when_the_bucket_is_unchecked() -> None:
+def test_latest_is_the_checkpoint_row_and_its_writes_across_pages() -> None:
     stored = store(config(), checkpoint("c02", {"x": 1}))
     w = store_writes(config(cid="c02"), [("x", 9)], "task-b").item
     script = Script(read.latest(make_core(), "t1", ""))
-    script.expect([is_query, S3HeadBucket], [page([w], last={"pk": "t1"}), None])
+    script.expect(is_query, page([w], last={"pk": "t1"}))
     nxt = script.expect(is_query, page([stored.item]))
     assert nxt.params["Limit"] == 50 and nxt.params["ExclusiveStartKey"] == {"pk": "t1"}
     latest = script.returns()
@@ -84,14 +80,13 @@ def test_the_first_page_can_be_followed_by_another_when_the_bucket_is_unchecked(
 
 def test_an_empty_thread_has_no_latest_checkpoint() -> None:
     script = Script(read.get_tuple(make_core(), config()))
-    script.expect([is_query, S3HeadBucket], [page([]), None])
+    script.expect(is_query, page([]))
     assert script.returns() is None
 
 
 def test_touch_on_read_records_the_read_on_the_head() -> None:
     stored = store(config(), checkpoint("c02", {"x": 1}))
     core = make_core(touch_on_read=True)
-    core.bucket_checked = True
     script = Script(read.get_tuple(core, config()))
     script.expect(is_query, page([stored.item]))
     touch = script.expect(
@@ -134,7 +129,6 @@ def test_a_body_in_s3_and_its_blobs_are_read_in_one_round_trip() -> None:
     w = store_writes(config(cid="c01"), [("doc", big_write)], "t", core=writer)
     objects = {**stored.objects, **w.objects}
     core = make_core()
-    core.bucket_checked = True
     script = Script(read.get_tuple(core, config(cid="c01")))
     script.expect(is_query, page([stored.item, w.item]))
     gets = script.expect(

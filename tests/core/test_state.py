@@ -26,7 +26,7 @@ def test_a_saver_state_needs_no_clients_and_keeps_its_settings() -> None:
     core = make_core(prefix="/app", compression_level=5)
     assert (core.bucket, core.table, core.layout.prefix) == ("b", "t", "app/")
     assert core.now_ms() == int(T0 * 1000)
-    assert core.bucket_checked is False and not core.is_replica
+    assert not core.is_replica
 
 
 @pytest.mark.parametrize(

@@ -91,8 +91,6 @@ def iam_requests(
                 # bucket (else 403); it checks that without any s3:prefix.
                 requests.append(IamRequest("s3:ListBucket", arns.bucket(bucket), api=operation))
             return requests
-        if operation == "HeadBucket":
-            return [IamRequest("s3:ListBucket", arns.bucket(bucket), api=operation)]
         if operation == "PutObject":
             return [IamRequest("s3:PutObject", arns.obj(bucket, params["Key"]), api=operation)]
         if operation == "ListObjectsV2":

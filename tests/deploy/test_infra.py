@@ -223,7 +223,7 @@ def test_policy_in_the_template_names_only_the_stack_resources() -> None:
             else:
                 assert set(resources) <= allowed_resources, statement
             if "arn:aws:s3:::B" in resources:
-                # Bucket-wide listing is needed (HeadBucket, 404 for missing keys);
+                # Bucket-wide listing is needed (404 for missing keys);
                 # it is the only bucket-level grant.
                 assert actions == ["s3:ListBucket"] and resources == ["arn:aws:s3:::B"]
             if "arn:aws:dynamodb:R:A:table/T" in resources and statement not in admin["Statement"]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +22,29 @@ def main(argv: list[str]) -> None:
     from tests.faults.inject import client_config
 
     target = int(call)
-    seen = {"calls": 0, "armed": False}
+    lock = threading.Lock()
+    seen: dict[str, Any] = {"calls": 0, "armed": None}
+
+    def armed() -> bool:
+        # The thread making the target call: LangGraph stores pending writes on other
+        # threads while a put is in flight, so the next call may start before the
+        # target call is sent (a flag for "the last call" would be cleared by it).
+        return bool(seen["armed"] == threading.get_ident())
 
     class Killer:
         def attach(self, client: Any) -> Any:
             def before_call(**_: Any) -> None:
-                seen["calls"] += 1
-                seen["armed"] = seen["calls"] == target
+                with lock:
+                    seen["calls"] += 1
+                    if seen["calls"] == target:
+                        seen["armed"] = threading.get_ident()
 
             def before_send(**_: Any) -> None:
-                if seen["armed"] and when == "before":
+                if armed() and when == "before":
                     os.kill(os.getpid(), signal.SIGKILL)
 
             def needs_retry(**_: Any) -> None:
-                if seen["armed"] and when == "after":
+                if armed() and when == "after":
                     os.kill(os.getpid(), signal.SIGKILL)
 
             client.meta.events.register("before-call.*.*", before_call)

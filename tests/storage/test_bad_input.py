@@ -213,29 +213,49 @@ def test_missing_bucket(backend: Backend) -> None:
     expect_error(StorageNotFoundError, lambda: list(saver.list(cfg("t"))), *words)
 
 
-def test_missing_bucket_detected_on_first_write(backend: Backend) -> None:
-    """Even a small checkpoint (whose body could live in the index item) must not be
-    committed by a saver whose bucket does not exist: the misconfiguration is reported at
-    the first write with StorageNotFoundError, not later when a value first needs S3."""
+def test_a_missing_bucket_shows_at_the_first_s3_request(backend: Backend) -> None:
+    """A saver does not check its bucket (no HeadBucket on the way of a run): checkpoints
+    that fit in the index commit through a saver whose bucket does not exist, and the
+    first request that needs S3 raises StorageNotFoundError naming the bucket, before
+    its checkpoint is committed."""
     saver, missing = saver_without_bucket(backend)
-    expect_error(StorageNotFoundError, lambda: put(saver, "small", {"x": 1}), missing, "setup()")
-    assert not [i for i in backend.items() if i["pk"]["S"] == LAYOUT.pk("small")]
+    small = put(saver, "t", {"x": 1})
+    tup = saver.get_tuple(cfg("t"))
+    assert (
+        tup is not None
+        and tup.config["configurable"]["checkpoint_id"] == (small["configurable"]["checkpoint_id"])
+    )
+    cp = make_checkpoint({"x": 2, "v": os.urandom(30_000)}, version="2")
+    expect_error(
+        StorageNotFoundError,
+        lambda: saver.put(tup.config, cp, {"source": "loop", "step": 1}, {"x": "2", "v": "2"}),
+        missing,
+        "setup()",
+    )
+    latest = backend.saver().get_tuple(cfg("t"))
+    assert latest is not None and latest.checkpoint["id"] == small["configurable"]["checkpoint_id"]
 
 
-def test_missing_bucket_detected_on_first_read(backend: Backend) -> None:
-    """A saver's first latest-checkpoint read checks the bucket too, so a thread whose
-    checkpoints all live in the index is not read through a misconfigured saver."""
-    put(backend.saver(), "indexed", {"x": 1})
-    saver, missing = saver_without_bucket(backend)
-    expect_error(StorageNotFoundError, lambda: saver.get_tuple(cfg("indexed")), missing, "setup()")
-
-
-def test_bucket_is_checked_once_alongside_the_first_read(
-    backend: Backend, request_log: RequestLog
+async def test_a_missing_bucket_shows_at_the_first_s3_request_async(
+    server_backend: Backend,
 ) -> None:
-    """The bucket check rides along with the first get_tuple (the read every run starts
-    with) instead of delaying the first put: one HeadBucket per saver, and none by the
-    puts that follow."""
+    """AsyncS3Saver reports a missing bucket at its first S3 request the same way."""
+    missing = f"missing-{uuid.uuid4().hex[:10]}"
+    async with AsyncS3Saver(
+        bucket=missing,
+        table=server_backend.table,
+        region_name=REGION,
+        endpoint_url=server_backend.endpoint_url,
+    ) as saver:
+        cp = make_checkpoint({"v": os.urandom(30_000)})
+        with pytest.raises(StorageNotFoundError, match=rf"{missing}.*setup\(\)"):
+            await saver.aput(cfg("t"), cp, {"source": "loop", "step": 0}, {"v": "1"})
+        assert await saver.aget_tuple(cfg("t")) is None
+
+
+def test_a_saver_sends_no_bucket_check(backend: Backend, request_log: RequestLog) -> None:
+    """A new saver's first get_tuple is the index query alone, and puts whose
+    checkpoints fit in the index send nothing to S3: no HeadBucket, ever."""
     put(backend.saver(), "t", {"x": 1})
     saver = backend.saver(
         s3_client=request_log.attach(backend.s3()),
@@ -243,8 +263,7 @@ def test_bucket_is_checked_once_alongside_the_first_read(
     )
     tup = saver.get_tuple(cfg("t"))
     assert tup is not None
-    assert sorted(request_log.calls) == [("dynamodb", "Query"), ("s3", "HeadBucket")]
-    request_log.clear()
+    assert request_log.calls == [("dynamodb", "Query")]
     for i in range(3):
         cp = empty_checkpoint()
         cp["channel_values"] = {"x": i}
@@ -252,7 +271,6 @@ def test_bucket_is_checked_once_alongside_the_first_read(
         tup_config = saver.put(tup.config, cp, {"source": "loop", "step": i}, {"x": str(i + 2)})
         tup = saver.get_tuple(tup_config)
         assert tup is not None
-    assert ("s3", "HeadBucket") not in request_log.calls
     assert [c for c in request_log.calls if c[0] == "s3"] == []
 
 

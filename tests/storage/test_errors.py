@@ -65,11 +65,23 @@ def test_no_credentials(no_aws_env: None) -> None:
 
 
 def test_no_region(no_aws_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3Saver makes its clients when it is constructed, so a missing region is
+    reported there; AsyncS3Saver makes them on its loop, at the first call."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
-    saver = S3Saver(bucket="b", table="t", session=boto3.Session())
     with pytest.raises(InvalidConfigError, match="region_name") as info:
-        saver.get_tuple(CONFIG)
+        S3Saver(bucket="b", table="t", session=boto3.Session())
+    _cause_is_botocore(info.value)
+
+
+async def test_no_region_async(no_aws_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    from aiobotocore.session import AioSession
+
+    async with AsyncS3Saver(bucket="b", table="t", session=AioSession()) as saver:
+        with pytest.raises(InvalidConfigError, match="region_name") as info:
+            await saver.aget_tuple(CONFIG)
     _cause_is_botocore(info.value)
 
 

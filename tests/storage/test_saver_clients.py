@@ -45,6 +45,34 @@ def test_clients_come_from_the_session_with_the_config_merged(inproc_backend: Ba
     assert agents and all(f"langgraph-s3/{__version__}" in a for a in agents)
 
 
+class CountingSession:
+    """A real boto3 session that counts the clients made from it."""
+
+    def __init__(self) -> None:
+        self.session = boto3.Session(region_name=REGION)
+        self.made: list[str] = []
+
+    def client(self, service: str, **kwargs: Any) -> Any:
+        self.made.append(service)
+        return self.session.client(service, **kwargs)
+
+
+def test_clients_are_made_with_the_saver_not_by_its_first_call(inproc_backend: Backend) -> None:
+    """A Lambda's init phase (where the saver is constructed) pays for the clients, and
+    its first invocation does not; a client passed in is used as it is."""
+    session = CountingSession()
+    saver = S3Saver(bucket=inproc_backend.bucket, table=inproc_backend.table, session=session)
+    assert sorted(session.made) == ["dynamodb", "s3"]
+    assert saver.get_tuple(CONFIG) is None
+    assert sorted(session.made) == ["dynamodb", "s3"]
+    mine = inproc_backend.s3()
+    given = CountingSession()
+    saver = S3Saver(
+        bucket=inproc_backend.bucket, table=inproc_backend.table, session=given, s3_client=mine
+    )
+    assert given.made == ["dynamodb"] and saver.s3_client is mine
+
+
 def test_close_closes_only_the_clients_the_saver_created(inproc_backend: Backend) -> None:
     mine = inproc_backend.s3()
     with inproc_backend.saver(s3_client=mine, dynamodb_client=None, region_name=REGION) as saver:
@@ -64,3 +92,31 @@ async def test_async_clients_take_the_config_and_user_agent(server_backend: Back
         assert await saver.aget_tuple(CONFIG) is None
         assert agents and all(f"langgraph-s3/{__version__}" in a for a in agents)
     assert not any(saver._clients.by_name.values())  # closed and forgotten
+
+
+async def test_an_http_endpoint_reads_no_ca_bundle(
+    server_backend: Backend, monkeypatch: Any
+) -> None:
+    """aiobotocore loads the CA bundle into a new SSL context for each client's first
+    request (25-40 ms), even on plain HTTP; the saver's clients of an http:// endpoint
+    skip it. The control client pins the assumption: if aiobotocore stops reading the
+    bundle through ``get_cert_path``, this test says so instead of passing vacuously."""
+    import aiobotocore.httpsession
+    from aiobotocore.session import get_session
+
+    reads: list[Any] = []
+    real = aiobotocore.httpsession.get_cert_path
+    monkeypatch.setattr(
+        aiobotocore.httpsession, "get_cert_path", lambda v: reads.append(v) or real(v)
+    )
+    assert server_backend.endpoint_url and server_backend.endpoint_url.startswith("http://")
+    async with server_backend.async_saver() as saver:
+        assert await saver.aget_tuple(CONFIG) is None  # the DynamoDB client's first request
+        s3, _ = await saver.clients()
+        await s3.list_objects_v2(Bucket=server_backend.bucket, MaxKeys=1)
+    assert reads == []
+    async with get_session().create_client(
+        "dynamodb", region_name=REGION, endpoint_url=server_backend.endpoint_url
+    ) as control:
+        await control.list_tables()
+    assert reads

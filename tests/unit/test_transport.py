@@ -24,7 +24,6 @@ from langgraph_s3.operations import (
     S3Copy,
     S3Delete,
     S3Get,
-    S3HeadBucket,
     S3List,
     S3Put,
 )
@@ -61,7 +60,6 @@ def client_error(code: str, operation: str = "GetItem") -> ClientError:
                 {"Bucket": "b", "Key": "t", "CopySource": {"Bucket": "b", "Key": "s"}},
             ),
         ),
-        (S3HeadBucket(), (S3, "head_bucket", {"Bucket": "b"})),
         (CreateBucket("us-east-1"), (S3, "create_bucket", {"Bucket": "b"})),
         (
             CreateBucket("eu-west-1"),
@@ -116,10 +114,11 @@ def test_answers_a_flow_handles_itself_are_results() -> None:
     head = DeleteHead("t", "p", "h#~", ("c1",))
     assert failed(head, client_error("ConditionalCheckFailedException"), **where) is False
     assert failed(CreateBucket(None), client_error("BucketAlreadyOwnedByYou"), **where) is None
+    # A missing bucket is no missing key: the first S3 request reports it.
     with pytest.raises(
         StorageNotFoundError, match="bucket 'b' does not exist in region 'eu-west-1'"
     ):
-        failed(S3HeadBucket(), client_error("404", "HeadBucket"), **where)
+        failed(S3Get("k"), client_error("NoSuchBucket", "GetObject"), **where)
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ from langgraph_s3.errors import (
 )
 from langgraph_s3.keys import check_checkpoint_id
 from langgraph_s3.logs import log
-from langgraph_s3.operations import Flow, S3HeadBucket, S3Put, Sleep, perform
+from langgraph_s3.operations import Flow, S3Put, Sleep, perform
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -103,13 +103,8 @@ def put(
 
     # Blobs and the checkpoint object go up together: neither is reachable
     # until the index item below exists, so their mutual order does not matter.
-    # A saver's first put also checks the bucket (unless its first read did),
-    # which a step whose checkpoint fits in the index would otherwise never touch.
     extra: list[Any] = [] if values.in_index(core, body) else [S3Put(key, body)]
-    if not core.bucket_checked:
-        extra.append(S3HeadBucket())
     yield from upload(core, uploads, extra)
-    core.bucket_checked = True
 
     unstored = sorted(ch for ch in versions if ch not in entries)
     item = _checkpoint_item(core, (thread_id, ns, cid, parent_id), body, entries, unstored, md)

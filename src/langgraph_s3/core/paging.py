@@ -15,7 +15,7 @@ from langgraph_s3.core.index import (
     delete_requests,
     put_requests,
 )
-from langgraph_s3.operations import Flow, Request, Sleep, perform, perform_all
+from langgraph_s3.operations import Flow, Sleep, perform, perform_all
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -24,14 +24,10 @@ _BATCH_WRITE = 25
 P = TypeVar("P", bound=Paged)
 
 
-def next_page(request: P, alongside: Sequence[Request[Any]] = ()) -> Flow[tuple[Page, P | None]]:
+def next_page(request: P) -> Flow[tuple[Page, P | None]]:
     """One page of a query or scan, and the request for the next page (None after
-    the last). ``alongside`` requests are sent in the same round trip (their results
-    are dropped; their errors are not)."""
-    if alongside:
-        page, *_ = yield [request, *alongside]
-    else:
-        page = yield from perform(request)
+    the last)."""
+    page = yield from perform(request)
     return page, request.following(page)
 
 

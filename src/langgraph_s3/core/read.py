@@ -23,7 +23,7 @@ from langgraph_s3.core.index import Item, Query, TouchHead
 from langgraph_s3.core.objects import fetch_blobs, read_envelopes
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.schema import Row, WritesRow
-from langgraph_s3.operations import Flow, S3HeadBucket
+from langgraph_s3.operations import Flow
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -69,11 +69,7 @@ def latest(core: SaverCore, thread_id: str, ns: str) -> Flow[Found | None]:
     )
     writes: list[Item] = []
     while query is not None:
-        # A run starts with this read; checking the bucket alongside it keeps the
-        # check off the first put's critical path.
-        check = () if core.bucket_checked else (S3HeadBucket(),)
-        page, query = yield from next_page(query, check)
-        core.bucket_checked = True
+        page, query = yield from next_page(query)
         for item in page.items:
             if schema.is_checkpoint_item(item):
                 row = schema.parse_row(item)

@@ -113,8 +113,6 @@ class SaverCore(BaseCheckpointSaver[str]):
         #: LangGraph hands a new value to the saver twice at once (the task's pending
         #: write and the next checkpoint): the second upload waits for the first.
         self.uploads = SharedUploads()
-        #: Whether the bucket is known to exist (checked once, beside a first request).
-        self.bucket_checked = False
 
     @property
     def is_replica(self) -> bool:
