@@ -6,7 +6,9 @@ Every object the saver writes starts with a 6-byte header::
 
 followed by one zstd frame. The header lets a reader refuse an object written by
 a newer format (:class:`UnsupportedFormatError`) instead of misreading it, and
-lets the layout evolve by migration rather than by breakage.
+lets the layout evolve by migration rather than by breakage. A checkpoint body's
+version is the oldest layout that can read it: 2 once a value in it has chunks
+in packs, 1 otherwise. A pack is blob frames one after the other.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ import zstandard
 from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
 
 MAGIC = b"LGS3"
-FORMAT_VERSION = 1
+#: The newest layout this library reads (and writes where it is needed).
+FORMAT_VERSION = 2
+#: Layout 1: checkpoint bodies, loose blobs, records.
+LAYOUT_1 = 1
+#: Layout 2: value entries may name chunks inside packs (``["p", ...]``).
+LAYOUT_PACKS = 2
 KIND_CHECKPOINT = b"C"
 KIND_BLOB = b"B"
 _HEADER_LEN = len(MAGIC) + 2
@@ -73,9 +80,27 @@ def decompress(data: bytes, *, key: str) -> bytes:
     return out
 
 
-def frame(kind: bytes, payload: bytes, level: int) -> bytes:
-    """Header + zstd(payload)."""
-    return MAGIC + bytes([FORMAT_VERSION]) + kind + compress(payload, level)
+def frame(kind: bytes, payload: bytes, level: int, version: int = LAYOUT_1) -> bytes:
+    """Header + zstd(payload); ``version``: the oldest layout that can read it."""
+    return MAGIC + bytes([version]) + kind + compress(payload, level)
+
+
+def frames(data: bytes, *, key: str) -> list[bytes]:
+    """The payloads of blob frames written one after the other (a pack)."""
+    out = []
+    rest = data
+    while rest:
+        if len(rest) < _HEADER_LEN or not rest.startswith(MAGIC):
+            raise CorruptObjectError(f"pack {key!r} holds something other than blobs", key=key)
+        stream = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            out.append(stream.decompress(rest[_HEADER_LEN:]))
+        except zstandard.ZstdError as exc:
+            raise CorruptObjectError(f"pack {key!r} is damaged ({exc})", key=key) from exc
+        if not stream.eof:
+            raise CorruptObjectError(f"pack {key!r} is truncated", key=key)
+        rest = stream.unused_data
+    return out
 
 
 def unframe(data: bytes, *, key: str, kind: bytes) -> bytes:

@@ -36,7 +36,7 @@ _MAX_PLAIN = 128
 _CHECKPOINT_ID = re.compile(r"[A-Za-z0-9_:-]{1,128}")
 #: An object key relative to its thread's folder: a checkpoint object or a blob.
 #: Anything else under the folder (a nested prefix's threads) belongs to someone else.
-THREAD_OBJECT = r"c/[^/]+/[A-Za-z0-9_:-]{1,128}\.[0-9a-f]{32}|b/[0-9a-f]{64}"
+THREAD_OBJECT = r"c/[^/]+/[A-Za-z0-9_:-]{1,128}\.[0-9a-f]{32}|b/[0-9a-f]{64}(?:\.pack)?"
 _THREAD_OBJECT = re.compile(THREAD_OBJECT)
 MAX_PREFIX_BYTES = 512
 
@@ -122,6 +122,15 @@ class Layout:
     def blob_key_in(folder: str, digest: str) -> str:
         """``blob_key`` for the thread whose folder (``thread_prefix``) is ``folder``."""
         return f"{folder}b/{digest}"
+
+    def pack_key(self, thread_id: str, digest: str) -> str:
+        """A pack: the chunks one call uploaded, as one object (named by its SHA-256)."""
+        return self.pack_key_in(self.thread_prefix(thread_id), digest)
+
+    @staticmethod
+    def pack_key_in(folder: str, digest: str) -> str:
+        """``pack_key`` for the thread whose folder (``thread_prefix``) is ``folder``."""
+        return f"{folder}b/{digest}.pack"
 
     def blob_prefix(self, thread_id: str) -> str:
         return f"{self.thread_prefix(thread_id)}b/"

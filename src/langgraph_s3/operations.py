@@ -36,10 +36,13 @@ class S3Get(Request[bytes | None]):
     """Read an object. Result: its bytes, or ``None`` if there is no such key.
 
     ``home=True`` reads the home region's bucket (cross-region ``"home"`` policy).
+    ``start``/``end`` read only bytes ``start`` to ``end - 1`` (chunks in a pack).
     """
 
     key: str
     home: bool = False
+    start: int | None = None
+    end: int | None = None
 
 
 @dataclass(frozen=True)

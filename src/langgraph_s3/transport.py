@@ -43,10 +43,13 @@ def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, d
     requests they send are the same.
     """
     if isinstance(op, S3Get):
+        get: dict[str, Any] = {"Bucket": bucket, "Key": op.key}
+        if op.start is not None and op.end is not None:
+            get["Range"] = f"bytes={op.start}-{op.end - 1}"
         if op.home:
             assert home_bucket, "the home read policy needs CrossRegion(home_bucket=...)"
-            return HOME_S3, "get_object", {"Bucket": home_bucket, "Key": op.key}
-        return S3, "get_object", {"Bucket": bucket, "Key": op.key}
+            return HOME_S3, "get_object", {**get, "Bucket": home_bucket}
+        return S3, "get_object", get
     if isinstance(op, IndexRequest):
         return (DYNAMODB, *op.call())
     if isinstance(op, S3Put):

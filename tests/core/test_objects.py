@@ -10,6 +10,7 @@ import pytest
 
 from langgraph_s3 import codec
 from langgraph_s3.core import objects, schema
+from langgraph_s3.core.packs import ChunkRef
 from langgraph_s3.errors import (
     CorruptObjectError,
     MissingObjectError,
@@ -82,15 +83,19 @@ def test_a_replica_with_policy_wait_gives_up_after_max_wait() -> None:
     assert err.waited == pytest.approx(0.12) and "0.1s" in str(err)
 
 
+def refs(*keys: str) -> list[ChunkRef]:
+    return [ChunkRef(k) for k in keys]
+
+
 def test_blobs_come_from_what_the_caller_has_the_cache_or_one_verified_read() -> None:
     core = make_core()
     (k1, b1), (k2, _), (k3, _) = (blob(core, p) for p in (b"one", b"two", b"three"))
     core.caches.objects.put(k2, b"two", 3)
-    script = Script(objects.fetch_blobs(core, [k1, k2, k3, k1], have={k3: b"three"}))
+    script = Script(objects.fetch_chunks(core, refs(k1, k2, k3, k1), have={k3: b"three"}))
     script.expect([S3Get(k1)], [b1])
     assert script.returns() == {k1: b"one", k2: b"two", k3: b"three"}
     assert k1 in core.caches.known_blobs and core.caches.objects.get(k1) == b"one"
-    assert Script(objects.fetch_blobs(core, [k1])).returns() == {k1: b"one"}  # now cached
+    assert Script(objects.fetch_chunks(core, refs(k1))).returns() == {k1: b"one"}  # now cached
 
 
 def test_a_blob_that_is_missing_or_does_not_match_its_address_is_refused() -> None:
@@ -151,12 +156,12 @@ def test_write_blobs_must_load_but_prefetched_value_blobs_may_fail() -> None:
     [(key, body)] = stored.objects.items()
     (needed, needed_body), (hint, _) = blob(core, b"write"), blob(core, b"hint")
     into: dict[str, bytes] = {}
-    script = Script(objects.read_envelopes(core, [stored.row], [needed], [hint], into))
+    script = Script(objects.read_envelopes(core, [stored.row], refs(needed), refs(hint), into))
     script.expect([S3Get(key), S3Get(needed), S3Get(hint)], [body, needed_body, None])
     assert [e.checkpoint_id for e in script.returns()] == ["c01"]
     assert into == {needed: b"write"}
 
-    script = Script(objects.read_envelopes(make_core(), [stored.row], [needed], [hint], {}))
+    script = Script(objects.read_envelopes(make_core(), [stored.row], refs(needed), refs(hint), {}))
     script.expect([S3Get, S3Get, S3Get], [body, None, None])
     assert script.raises(MissingObjectError).key == needed
 

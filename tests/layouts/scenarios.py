@@ -96,6 +96,17 @@ def nested_after(make: Make) -> dict[str, Any]:
     return out
 
 
+def unordered(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``writes_summary`` with each checkpoint's writes as a multiset.
+
+    LangGraph emits a node's branch writes (``branch:to:ok``, ``branch:to:bad``) in
+    set order, which depends on the hash seed of the process that ran it: the
+    fixture's writer or this one. Write order is checked where one process writes
+    and reads (tests/graphs/test_differential.py).
+    """
+    return [{**c, "writes": sorted(c["writes"], key=repr)} for c in summary]
+
+
 # ------------------------------------------------------------------- failing
 def failing_before(make: Make) -> None:
     with pytest.raises(RuntimeError, match="failed on purpose"):
@@ -108,7 +119,7 @@ def failing_after(make: Make) -> dict[str, Any]:
     fixed = {"bad": False}
     out: dict[str, Any] = {
         "failed": snapshot_summary(build_failing(make(), calls, fixed).get_state(cfg("failing"))),
-        "failed_writes": writes_summary(make(), cfg("failing", checkpoint_ns="")),
+        "failed_writes": unordered(writes_summary(make(), cfg("failing", checkpoint_ns=""))),
         "final": build_failing(make(), calls, fixed).invoke(None, cfg("failing")),
     }
     graph = build_failing(make(), calls, fixed)
@@ -128,15 +139,8 @@ def fanout_after(make: Make) -> dict[str, Any]:
     graph = build_fanout(make(), calls)
     first = list(graph.get_state_history(cfg("fanout")))[-1]
     forked = graph.update_state(first.config, {"items": ["x", "y"]})
-    # LangGraph emits plan's branch writes in set order, which depends on the hash
-    # seed of the process that ran it (the fixture's writer, or this one): compare
-    # each checkpoint's writes as a multiset. Write order is checked where one
-    # process writes and reads (tests/graphs/test_differential.py).
-    writes = writes_summary(make(), cfg("fanout", checkpoint_ns=""))
-    for checkpoint in writes:
-        checkpoint["writes"] = sorted(checkpoint["writes"], key=repr)
     out: dict[str, Any] = {
-        "writes": writes,
+        "writes": unordered(writes_summary(make(), cfg("fanout", checkpoint_ns=""))),
         "final": build_fanout(make(), calls).invoke(None, forked),
         "history": history_summary(graph.get_state_history(cfg("fanout"))),
         "calls": dict(calls.counts),

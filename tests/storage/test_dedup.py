@@ -398,15 +398,23 @@ def test_blobs_of_a_checkpoint_in_s3_are_fetched_with_it(
     cache_bytes: int | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """When the checkpoint body is an S3 object, its index item names the value blobs, so a
-    cold get_tuple sends the object and every blob GET in one concurrent batch instead of
-    reading the object first: resume stays at 2 round trips (Query, then one batch). Each
-    object is fetched once even when the saver's cache is too small to hold them all."""
+    """When the checkpoint body is an S3 object, its index item names the value blobs
+    (``pf``) and the pack ranges (``pp``), so a cold get_tuple sends the object and every
+    chunk GET in one concurrent batch instead of reading the object first: resume stays
+    at 2 round trips (Query, then one batch). Each object is fetched once even when the
+    saver's cache is too small to hold them all. The first 20 values are loose blobs
+    (each put alone), the last 20 one pack (put together)."""
     values: dict[str, Any] = {f"p{i}": os.urandom(400) for i in range(30)}  # body -> S3
-    values.update({f"v{i}": os.urandom(20_000) for i in range(20)})  # 20 value blobs
-    put_values(backend.saver(), "wide", values, "1")
-    assert len(checkpoint_objects(backend, "wide")) == 1
-    assert len(blob_objects(backend, "wide")) == 20
+    loose = {f"v{i}": os.urandom(20_000) for i in range(20)}
+    saver = backend.saver()
+    for i in range(len(loose)):
+        put_values(saver, "wide", {**values, **dict(list(loose.items())[: i + 1])}, str(i))
+    values.update(loose)
+    values.update({f"w{i}": os.urandom(20_000) for i in range(20)})  # one pack
+    put_values(saver, "wide", values, "99")
+    assert len(checkpoint_objects(backend, "wide")) == 21
+    stored = blob_objects(backend, "wide")
+    assert len(stored) == 21 and sum(k.endswith(".pack") for k in stored) == 1
 
     kw = {} if cache_bytes is None else {"cache_bytes": cache_bytes}
     reader = instrumented(backend, request_log, PutKeys(), **kw)
@@ -421,35 +429,44 @@ def test_blobs_of_a_checkpoint_in_s3_are_fetched_with_it(
     tup = reader.get_tuple(cfg("wide"))
     assert tup is not None
     assert tup.checkpoint["channel_values"] == values
-    assert [len(b) for b in batches] == [21]
-    assert request_log.counts()[("s3", "GetObject")] == 21
+    assert [len(b) for b in batches] == [22]  # object, 20 blobs, 1 pack range
+    assert request_log.counts()[("s3", "GetObject")] == 22
 
 
 @pytest.mark.parametrize(
     "damage",
     [
-        pytest.param(lambda pf: {"B": pf + os.urandom(32)}, id="unknown-digest"),
-        pytest.param(lambda pf: {"B": pf[:-5]}, id="truncated"),
-        pytest.param(lambda pf: {"S": "not bytes"}, id="wrong-type"),
+        pytest.param(lambda pf, size: {"B": pf + os.urandom(size)}, id="unknown-digest"),
+        pytest.param(lambda pf, size: {"B": pf[:-5]}, id="truncated"),
+        pytest.param(lambda pf, size: {"S": "not bytes"}, id="wrong-type"),
+        pytest.param(lambda pf, size: {"B": pf[:-8] + bytes(8)}, id="empty-range"),
     ],
 )
+@pytest.mark.parametrize("attr", ["pf", "pp"])
 def test_a_damaged_prefetch_list_does_not_break_the_read(
-    backend: Backend, damage: Callable[[bytes], dict[str, Any]]
+    backend: Backend, damage: Callable[[bytes, int], dict[str, Any]], attr: str
 ) -> None:
-    """The value-blob list of an index item (``pf``) is only a hint for fetching early: a
-    digest no value uses, a truncated list or a wrong attribute type is ignored, and the
-    checkpoint reads back exactly from what its own entries reference."""
+    """The value-blob list (``pf``) and pack ranges (``pp``) of an index item are only
+    hints for fetching early: a digest no value uses, a truncated list, a wrong attribute
+    type or an empty range is ignored, and the checkpoint reads back exactly from what its
+    own entries reference."""
     values: dict[str, Any] = {f"p{i}": os.urandom(400) for i in range(30)}
-    values.update({f"v{i}": os.urandom(20_000) for i in range(3)})
-    put_values(backend.saver(), "pf", values, "1")
-    (item,) = checkpoint_items(backend, "pf")
-    assert len(item["pf"]["B"]) == 3 * 32
+    saver = backend.saver()
+    for i in range(3):  # pf: three loose blobs, one per put; pp: one pack of three
+        if attr == "pf":
+            values[f"v{i}"] = os.urandom(20_000)
+            put_values(saver, "pf", values, str(i))
+    if attr == "pp":
+        values.update({f"v{i}": os.urandom(20_000) for i in range(3)})
+        put_values(saver, "pf", values, "1")
+    item = max(checkpoint_items(backend, "pf"), key=lambda i: i["sk"]["S"])
+    assert len(item[attr]["B"]) == (3 * 32 if attr == "pf" else 40)
     ddb = backend.dynamodb()
     ddb.update_item(
         TableName=backend.table,
         Key={"pk": item["pk"], "sk": item["sk"]},
-        UpdateExpression="SET pf = :v",
-        ExpressionAttributeValues={":v": damage(item["pf"]["B"])},
+        UpdateExpression=f"SET {attr} = :v",
+        ExpressionAttributeValues={":v": damage(item[attr]["B"], 32 if attr == "pf" else 40)},
     )
     tup = backend.saver().get_tuple(cfg("pf"))
     assert tup is not None

@@ -46,6 +46,7 @@ from langgraph_s3.core.objects import (
     object_key,
     read_envelopes,
 )
+from langgraph_s3.core.packs import objects_in
 from langgraph_s3.core.paging import delete_items
 from langgraph_s3.core.schema import (
     Row,
@@ -59,7 +60,6 @@ from langgraph_s3.core.schema import (
     written_ms,
 )
 from langgraph_s3.core.scratch import Scratch
-from langgraph_s3.core.values import entry_keys, entry_keys_in
 from langgraph_s3.errors import InvalidConfigError, MissingObjectError, ObjectError
 from langgraph_s3.keys import THREAD_OBJECT
 from langgraph_s3.operations import Flow, S3Put
@@ -247,7 +247,7 @@ def _mark_thread(
                 _protect(run, folder, exc)  # what it references is unknown
                 continue
             for _, rec in records:
-                referenced.extend(entry_keys_in(folder, rec.entry))
+                referenced.extend(objects_in(folder, rec.entry))
     run.store.reference(referenced)  # one transaction per thread
     return rows
 
@@ -269,8 +269,9 @@ def _mark_checkpoints(run: _Run, rows: list[Row]) -> Flow[None]:
     referenced = [object_key(run.core, row) for row in rows]
     for row, env in zip(rows, envs, strict=True):
         if env is not None:
+            folder = run.core.layout.thread_prefix(row.thread_id)
             for entry in env.channels.values():
-                referenced.extend(entry_keys(run.core, row.thread_id, entry))
+                referenced.extend(objects_in(folder, entry))
     run.store.reference(referenced)  # one transaction per batch
 
 

@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_s3 import codec, guard
-from langgraph_s3.core import schema, values
+from langgraph_s3.core import packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
 from langgraph_s3.core.entries import Blobs, Entry, Envelope
 from langgraph_s3.core.index import (
@@ -86,7 +86,7 @@ def put(
 
     md = get_checkpoint_metadata(config, metadata)
     envelope = Envelope(
-        codec.FORMAT_VERSION,
+        codec.LAYOUT_1,
         thread_id,
         ns,
         cid,
@@ -98,13 +98,18 @@ def put(
     body = values.frame_body(core, envelope)
     if not values.in_index(core, body):
         body = values.fit_in_index(core, thread_id, ns, envelope, body, uploads, fresh)
+    sealed = packs.seal(core, thread_id, uploads)
+    if sealed.placed:
+        body = _placed(core, envelope, sealed, fresh)
+        entries = envelope.channels
     digest = codec.digest(body)
     key = core.layout.checkpoint_key(thread_id, ns, cid, digest)
 
     # Blobs and the checkpoint object go up together: neither is reachable
     # until the index item below exists, so their mutual order does not matter.
     extra: list[Any] = [] if values.in_index(core, body) else [S3Put(key, body)]
-    yield from upload(core, uploads, extra)
+    yield from upload(core, sealed.uploads, extra)
+    sealed.remember(core, thread_id)
 
     unstored = sorted(ch for ch in versions if ch not in entries)
     item = _checkpoint_item(core, (thread_id, ns, cid, parent_id), body, entries, unstored, md)
@@ -113,6 +118,17 @@ def put(
         values.cache_entry(core, thread_id, ns, name, versions[name], entry)
         values.remember_latest(core, thread_id, ns, name, entry)
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+
+def _placed(
+    core: SaverCore, envelope: Envelope, sealed: packs.Sealed, fresh: dict[str, Entry]
+) -> bytes:
+    """The body once the new chunks are placed: their entries name the pack, and the
+    body's version is the oldest layout that can read them."""
+    envelope.channels = {name: sealed.resolve(e) for name, e in envelope.channels.items()}
+    fresh.update({name: envelope.channels[name] for name in fresh})
+    envelope.format = packs.layout_of(envelope.channels.values())
+    return values.frame_body(core, envelope)
 
 
 def _encode_channels(
@@ -179,11 +195,22 @@ def _checkpoint_item(
     if values.in_index(core, body):
         item[schema.BODY] = b(body)
     else:
+        # Loose blobs only: a packed chunk is read by a range of its pack, which the
+        # reader learns from the object.
         refs = list(
-            dict.fromkeys(d for e in entries.values() if isinstance(e, Blobs) for d in e.digests)
+            dict.fromkeys(
+                d
+                for e in entries.values()
+                if isinstance(e, Blobs)
+                for i, d in enumerate(e.digests)
+                if e.span(i) is None
+            )
         )
         if refs and len(refs) <= PREFETCH_MAX:
             item[schema.PREFETCH] = b(b"".join(refs))
+        ranges = _pack_ranges(entries)
+        if ranges and len(ranges) <= PREFETCH_MAX // 4:
+            item[schema.PACK_PREFETCH] = b(schema.pack_ranges_attr(ranges))
     if parent_id is not None:
         item[schema.PARENT] = s(parent_id)
     if isinstance(md.get("run_id"), str) and md["run_id"]:
@@ -194,6 +221,18 @@ def _checkpoint_item(
     if indexed:
         item[schema.METADATA] = {"M": {k: s(v) for k, v in indexed.items() if k}}
     return item
+
+
+def _pack_ranges(entries: Mapping[str, Entry]) -> list[tuple[bytes, int, int]]:
+    """Per pack the values use, the byte range holding their chunks."""
+    ranges: dict[bytes, tuple[int, int]] = {}
+    for entry in entries.values():
+        spans = entry.spans if isinstance(entry, Blobs) else None
+        for span in spans or ():
+            if span is not None:
+                start, end = ranges.get(span.pack, (span.offset, span.offset + span.length))
+                ranges[span.pack] = (min(start, span.offset), max(end, span.offset + span.length))
+    return [(pack, start, end) for pack, (start, end) in ranges.items()]
 
 
 def commit(

@@ -10,7 +10,10 @@ written stays byte for byte what older releases wrote and read.
 - :class:`Blobs`: ``["r", type, digests, sizes, head, stable]``, a value stored as
   content-addressed blobs: its bytes are ``head`` followed by the blobs in order, and
   the first ``stable`` blobs end at content boundaries (``chunking.plan``). Entries
-  written before pieces existed have no ``stable``.
+  written before pieces existed have no ``stable``. When some of its chunks are
+  stored in packs (layout 2), ``["p", type, digests, sizes, head, stable, packs,
+  where]``: ``packs`` the pack digests, ``where`` three integers per chunk (pack
+  index, offset, length of its frame in the pack; ``-1, 0, 0`` for a loose blob).
 - :class:`Record`: ``[channel, entry]``, one pending write.
 - :class:`Envelope`: the map a checkpoint object (or index body) holds.
 """
@@ -36,6 +39,21 @@ class Inline:
 
 
 @dataclass(frozen=True)
+class Span:
+    """Where a chunk is stored inside a pack: the pack's digest, and the offset and
+    length of the chunk's frame in it."""
+
+    pack: bytes
+    offset: int
+    length: int
+
+
+#: A chunk whose pack is not built yet (``packs.seal`` replaces it before anything
+#: is stored; its wire form only has to be as long as a real one's).
+PENDING = Span(b"\0" * 32, 1 << 31, 1 << 20)
+
+
+@dataclass(frozen=True)
 class Blobs:
     """A value stored as blobs (see the module docstring)."""
 
@@ -46,10 +64,29 @@ class Blobs:
     #: Leading blobs that end at content boundaries; None in entries written before
     #: pieces existed, where every blob but the last did.
     stable: int | None = None
+    #: Per chunk, where it is packed (None: a loose blob). None: every chunk is loose,
+    #: and the entry is written as layout 1 wrote it.
+    spans: tuple[Span | None, ...] | None = None
 
     def wire(self) -> list[Any]:
         out = ["r", self.type, list(self.digests), list(self.sizes), self.head]
-        return out if self.stable is None else [*out, self.stable]
+        if self.spans is None:
+            return out if self.stable is None else [*out, self.stable]
+        packs = list(dict.fromkeys(s.pack for s in self.spans if s is not None))
+        where: list[int] = []
+        for span in self.spans:
+            where += (
+                [-1, 0, 0] if span is None else [packs.index(span.pack), span.offset, span.length]
+            )
+        return ["p", *out[1:], self.stable_count(), packs, where]
+
+    def packed(self) -> bool:
+        """Whether any chunk is in a pack (the entry needs layout 2 to be read)."""
+        return self.spans is not None and any(s is not None for s in self.spans)
+
+    def span(self, i: int) -> Span | None:
+        """Where chunk ``i`` is packed, or None for a loose blob."""
+        return None if self.spans is None else self.spans[i]
 
     def stable_count(self) -> int:
         """How many leading blobs end at content boundaries."""
@@ -73,11 +110,29 @@ def entry_from_wire(raw: Any, what: str, key: str) -> Entry:
             sizes = tuple(_int(z) for z in raw[3])
             stable = _int(raw[5]) if len(raw) == 6 else None
             return Blobs(_text(raw[1]), digests, sizes, _bytes(raw[4]), stable)
-    except (TypeError, ValueError) as exc:
+        if kind == "p" and len(raw) == 8:
+            return _packed_from_wire(raw)
+    except (TypeError, ValueError, IndexError) as exc:
         raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key) from exc
-    if kind in ("i", "r"):
+    if kind in ("i", "r", "p"):
         raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key)
     raise CorruptObjectError(f"{what} in {key!r} has unknown entry kind {kind!r}", key=key)
+
+
+def _packed_from_wire(raw: Any) -> Blobs:
+    digests = tuple(_bytes(d) for d in raw[2])
+    sizes = tuple(_int(z) for z in raw[3])
+    packs = [_bytes(p) for p in raw[6]]
+    where = [_int(w) for w in raw[7]]
+    if len(digests) != len(sizes) or len(where) != 3 * len(digests):
+        raise ValueError("chunk lists of different lengths")
+    spans: list[Span | None] = []
+    for i in range(len(digests)):
+        index, offset, length = where[3 * i : 3 * i + 3]
+        if index < -1 or offset < 0 or length < 0:
+            raise ValueError("negative span")
+        spans.append(None if index == -1 else Span(packs[index], offset, length))
+    return Blobs(_text(raw[1]), digests, sizes, _bytes(raw[4]), _int(raw[5]), tuple(spans))
 
 
 def _text(value: Any) -> str:

@@ -20,11 +20,11 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from langgraph_s3.core import schema, values
+from langgraph_s3.core import packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, ns_value, thread_ns
 from langgraph_s3.core.entries import Entry, Envelope
 from langgraph_s3.core.index import Item, ListFilter, Query, ScanCheckpoints
-from langgraph_s3.core.objects import fetch_blobs, read_envelope
+from langgraph_s3.core.objects import fetch_chunks, read_envelope
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.read import latest, load, sorted_writes
 from langgraph_s3.core.schema import Row, WritesRow
@@ -319,14 +319,14 @@ def _decode_history(
     collected: list[list[tuple[str, str, Entry, str]]],
     seeds: Seeds,
 ) -> Flow[dict[str, DeltaChannelHistory]]:
-    keys = [
-        k
+    refs = [
+        ref
         for entries in collected
         for _, _, e, _ in entries
-        for k in values.entry_keys(core, thread_id, e)
+        for ref in packs.chunk_refs(core, thread_id, e)
     ]
-    keys += [k for e, _ in seeds.values() for k in values.entry_keys(core, thread_id, e)]
-    payloads = yield from fetch_blobs(core, keys)
+    refs += [ref for e, _ in seeds.values() for ref in packs.chunk_refs(core, thread_id, e)]
+    payloads = yield from fetch_chunks(core, refs)
     result: dict[str, DeltaChannelHistory] = {}
     for ch in channels:
         ch_writes: list[PendingWrite] = [

@@ -194,8 +194,13 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
                 continue  # deleted since the listing
             stored += len(body)
             if core.layout.is_blob_key(thread_id, key):
-                blobs += 1
-                raw += len(codec.unframe(body, key=key, kind=codec.KIND_BLOB))
+                chunks = (
+                    codec.frames(body, key=key)
+                    if key.endswith(".pack")
+                    else [codec.unframe(body, key=key, kind=codec.KIND_BLOB)]
+                )
+                blobs += len(chunks)
+                raw += sum(len(c) for c in chunks)
                 continue
             size, env = open_body(body, key)
             raw, checkpoints = raw + size, checkpoints + 1

@@ -8,10 +8,13 @@ name before it is used or cached, and a cached object is never stale.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
+from langgraph_s3.core import packs
 from langgraph_s3.core.entries import Envelope, envelope_from_wire
+from langgraph_s3.core.packs import ChunkRef
 from langgraph_s3.core.schema import Row
 from langgraph_s3.errors import (
     CorruptObjectError,
@@ -38,14 +41,16 @@ if TYPE_CHECKING:
 _S3_DELETE_BATCH = 1000
 
 
-def get_objects(core: SaverCore, keys: Sequence[str]) -> Flow[list[bytes | None]]:
-    """GET objects concurrently; in a replica region apply the read policy to misses.
+def get_objects(core: SaverCore, keys: Sequence[str | S3Get]) -> Flow[list[bytes | None]]:
+    """GET objects (keys, or ranged ``S3Get``s) concurrently; in a replica region apply
+    the read policy to misses.
 
     A replica either has an object or it does not, never an older version of it.
     """
     if not keys:
         return []
-    bodies = yield from perform_all([S3Get(k) for k in keys])
+    gets = [k if isinstance(k, S3Get) else S3Get(k) for k in keys]
+    bodies = yield from perform_all(gets)
     missing = [i for i, body in enumerate(bodies) if body is None]
     if not missing or not core.is_replica:
         return bodies
@@ -53,12 +58,12 @@ def get_objects(core: SaverCore, keys: Sequence[str]) -> Flow[list[bytes | None]
     policy = core.cross_region.read_policy
     waited = 0.0
     if policy == "home":
-        got = yield from perform_all([S3Get(keys[i], home=True) for i in missing])
+        got = yield from perform_all([replace(gets[i], home=True) for i in missing])
         for i, body in zip(missing, got, strict=True):
             bodies[i] = body
     elif policy == "wait":
-        waited = yield from _wait_for_replication(core, keys, bodies, missing)
-    absent = [keys[i] for i, body in enumerate(bodies) if body is None]
+        waited = yield from _wait_for_replication(core, gets, bodies, missing)
+    absent = [gets[i].key for i, body in enumerate(bodies) if body is None]
     if absent:
         raise NotYetReplicatedError(
             f"{len(absent)} object(s) named by the index are not in region "
@@ -72,7 +77,7 @@ def get_objects(core: SaverCore, keys: Sequence[str]) -> Flow[list[bytes | None]
 
 
 def _wait_for_replication(
-    core: SaverCore, keys: Sequence[str], bodies: list[bytes | None], missing: list[int]
+    core: SaverCore, gets: Sequence[S3Get], bodies: list[bytes | None], missing: list[int]
 ) -> Flow[float]:
     """Read the missing objects again with backoff until they arrive or time runs out."""
     assert core.cross_region is not None
@@ -84,7 +89,7 @@ def _wait_for_replication(
         yield from perform(Sleep(step))
         waited += step
         delay = min(delay * 2, 5.0)
-        got = yield from perform_all([S3Get(keys[i]) for i in missing])
+        got = yield from perform_all([gets[i] for i in missing])
         for i, body in zip(missing, got, strict=True):
             bodies[i] = body
         missing = [i for i in missing if bodies[i] is None]
@@ -98,33 +103,130 @@ def check_blob(core: SaverCore, key: str, body: bytes | None) -> bytes:
             f"blob {key!r} is referenced by the index but missing from bucket {core.bucket!r}",
             key=key,
         )
-    payload = codec.unframe(body, key=key, kind=codec.KIND_BLOB)
-    if codec.digest(payload) != key.rsplit("/", 1)[1]:
-        raise CorruptObjectError(f"blob {key!r} does not match its content address", key=key)
-    core.caches.objects.put(key, payload, len(payload))
-    core.caches.known_blobs.put(key, True)
+    return _checked(core, ChunkRef(key), body, key)
+
+
+def _checked(core: SaverCore, ref: ChunkRef, frame: bytes, where: str) -> bytes:
+    try:
+        payload = codec.unframe(frame, key=where, kind=codec.KIND_BLOB)
+    except ObjectError as exc:
+        if ref.pack is None:
+            raise
+        # named by the object to repair or delete, the pack; the message says where
+        raise type(exc)(str(exc), key=ref.pack) from exc
+    if codec.digest(payload) != ref.key.rsplit("/", 1)[1]:
+        raise CorruptObjectError(
+            f"blob {where!r} does not match its content address", key=ref.pack or ref.key
+        )
+    core.caches.objects.put(ref.key, payload, len(payload))
+    core.caches.known_blobs.put(ref.key, ref.span or True)
     return payload
 
 
-def fetch_blobs(
-    core: SaverCore, keys: Iterable[str], have: Mapping[str, bytes] | None = None
+class _Reads:
+    """The GETs that bring a set of chunks: one per loose blob, one ranged GET per
+    pack (from its first wanted chunk to the end of its last)."""
+
+    def __init__(
+        self,
+        core: SaverCore,
+        refs: Iterable[ChunkRef],
+        have: Mapping[str, bytes],
+        ranges: Mapping[str, tuple[int, bytes]] | None = None,
+    ):
+        self.found: dict[str, bytes] = {}
+        self.groups: list[list[ChunkRef]] = []
+        self.gets: list[S3Get] = []
+        by_object: dict[str, list[ChunkRef]] = {}
+        for ref in dict.fromkeys(refs):
+            hit = have.get(ref.key)
+            if hit is None:
+                hit = core.caches.objects.get(ref.key)
+            if hit is None and ranges and ref.pack is not None and ref.pack in ranges:
+                hit = _from_range(core, ref, *ranges[ref.pack])
+            if hit is not None:
+                self.found[ref.key] = hit
+            else:
+                by_object.setdefault(ref.pack or ref.key, []).append(ref)
+        for key, group in by_object.items():
+            for part in _parts(group):
+                spans = [r.span for r in part if r.span is not None]
+                start = min((s.offset for s in spans), default=None)
+                end = max((s.offset + s.length for s in spans), default=None)
+                self.gets.append(S3Get(key, start=start, end=end))
+                self.groups.append(part)
+
+    def settle(
+        self, core: SaverCore, bodies: Sequence[bytes | None], required: Iterable[ChunkRef]
+    ) -> dict[str, bytes]:
+        """Verify what came back; a missing or damaged chunk is an error only if required."""
+        needed = {r.key for r in required}
+        for get, group, body in zip(self.gets, self.groups, bodies, strict=True):
+            for ref in group:
+                try:
+                    self.found[ref.key] = _chunk(core, get, ref, body)
+                except ObjectError:
+                    if ref.key in needed:
+                        raise
+        return self.found
+
+
+def _parts(group: list[ChunkRef]) -> list[list[ChunkRef]]:
+    """The chunks of one object in ranges of at most ``packs.PACK_MAX`` bytes, read in
+    parallel (a loose blob is one part)."""
+    if group[0].span is None:
+        return [group]
+    parts: list[list[ChunkRef]] = []
+    start = -1
+    for ref in sorted(group, key=lambda r: r.span.offset if r.span else 0):
+        assert ref.span is not None
+        if not parts or ref.span.offset + ref.span.length - start > packs.PACK_MAX:
+            parts.append([])
+            start = ref.span.offset
+        parts[-1].append(ref)
+    return parts
+
+
+def _from_range(core: SaverCore, ref: ChunkRef, start: int, data: bytes) -> bytes | None:
+    """A chunk cut from a prefetched range of its pack (None if not in it or damaged:
+    it is then read on its own and reported there)."""
+    assert ref.span is not None and ref.pack is not None
+    at = ref.span.offset - start
+    if at < 0 or at + ref.span.length > len(data):
+        return None
+    try:
+        return _checked(core, ref, data[at : at + ref.span.length], ref.pack)
+    except ObjectError:
+        return None
+
+
+def _chunk(core: SaverCore, get: S3Get, ref: ChunkRef, body: bytes | None) -> bytes:
+    if ref.span is None:
+        return check_blob(core, ref.key, body)
+    if body is None:
+        raise MissingObjectError(
+            f"pack {get.key!r} is referenced by the index but missing from bucket {core.bucket!r}",
+            key=get.key,
+        )
+    at = ref.span.offset - (get.start or 0)
+    where = f"{get.key}@{ref.span.offset}+{ref.span.length}"
+    return _checked(core, ref, body[at : at + ref.span.length], where)
+
+
+def fetch_chunks(
+    core: SaverCore,
+    refs: Iterable[ChunkRef],
+    have: Mapping[str, bytes] | None = None,
+    ranges: Mapping[str, tuple[int, bytes]] | None = None,
 ) -> Flow[dict[str, bytes]]:
-    """Blob payloads by key: from ``have``, the cache, or one concurrent read (verified)."""
-    out: dict[str, bytes] = {}
-    wanted: list[str] = []
-    for key in dict.fromkeys(keys):
-        hit = have.get(key) if have else None
-        if hit is None:
-            hit = core.caches.objects.get(key)
-        if hit is None:
-            wanted.append(key)
-        else:
-            out[key] = hit
-    if wanted:
-        bodies = yield from get_objects(core, wanted)
-        for key, body in zip(wanted, bodies, strict=True):
-            out[key] = check_blob(core, key, body)
-    return out
+    """Chunk payloads by chunk key: from ``have``, the cache, prefetched pack
+    ``ranges`` (pack key -> start, bytes), or one concurrent read (all verified)."""
+    refs = list(refs)
+    reads = _Reads(core, refs, have or {}, ranges)
+    if reads.gets:
+        bodies = yield from get_objects(core, reads.gets)
+        reads.settle(core, bodies, refs)
+    return reads.found
 
 
 def upload(
@@ -168,16 +270,20 @@ def read_envelope(core: SaverCore, row: Row) -> Flow[Envelope]:
 def read_envelopes(
     core: SaverCore,
     rows: Sequence[Row],
-    extra: Sequence[str] = (),
-    optional: Sequence[str] = (),
+    extra: Sequence[ChunkRef] = (),
+    optional: Sequence[ChunkRef] = (),
     into: dict[str, bytes] | None = None,
+    ranges: Sequence[S3Get] = (),
+    into_ranges: dict[str, tuple[int, bytes]] | None = None,
 ) -> Flow[list[Envelope]]:
     """Checkpoint envelopes: from the index item, the cache, or S3 (all at once).
 
-    ``extra`` blob keys (pending-write blobs) and ``optional`` ones (value blobs the
+    ``extra`` chunks (pending-write values) and ``optional`` ones (value chunks the
     index names ahead of the object) are fetched in the same round trip, verified,
-    and put in ``into``. A missing or damaged optional blob is skipped: the value
-    entries that really need it fetch it again and report it.
+    and put in ``into``. A missing or damaged optional chunk is skipped: the value
+    entries that really need it fetch it again and report it. ``ranges`` of packs
+    the index names ahead of the object come back unverified in ``into_ranges``
+    (pack key -> start, bytes): their chunks are checked when they are cut out.
     """
     keys = [object_key(core, r) for r in rows]
     bodies: list[bytes | None] = [
@@ -185,21 +291,18 @@ def read_envelopes(
         for r, k in zip(rows, keys, strict=True)
     ]
     wanted = [k for k, body in zip(keys, bodies, strict=True) if body is None]
-    required = set(extra)
-    blobs = [k for k in dict.fromkeys([*extra, *optional]) if core.caches.objects.get(k) is None]
-    if wanted or blobs:
-        fetched = yield from get_objects(core, wanted + blobs)
+    reads = _Reads(core, [*extra, *optional], {})
+    if wanted or reads.gets or ranges:
+        fetched = yield from get_objects(core, [*wanted, *reads.gets, *ranges])
         got = dict(zip(wanted, fetched[: len(wanted)], strict=True))
         bodies = [got[k] if body is None else body for k, body in zip(keys, bodies, strict=True)]
-        for key, body in zip(blobs, fetched[len(wanted) :], strict=True):
-            try:
-                payload = check_blob(core, key, body)
-            except ObjectError:
-                if key in required:
-                    raise
-                continue
-            if into is not None:
-                into[key] = payload
+        chunks = fetched[len(wanted) : len(wanted) + len(reads.gets)]
+        reads.settle(core, chunks, extra)
+        for get, data in zip(ranges, fetched[len(wanted) + len(reads.gets) :], strict=True):
+            if into_ranges is not None and data is not None:
+                into_ranges[get.key] = (get.start or 0, data)
+    if into is not None:
+        into.update(reads.found)
     envs = [open_envelope(core, r, body) for r, body in zip(rows, bodies, strict=True)]
     for row, key, body in zip(rows, keys, bodies, strict=True):
         if row.body is None and body is not None:

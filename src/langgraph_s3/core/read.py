@@ -16,14 +16,15 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort_key
 
 from langgraph_s3 import guard
-from langgraph_s3.core import schema, values
+from langgraph_s3.core import packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns
 from langgraph_s3.core.entries import Entry, Envelope
 from langgraph_s3.core.index import Item, Query, TouchHead
-from langgraph_s3.core.objects import fetch_blobs, read_envelopes
+from langgraph_s3.core.objects import fetch_chunks, read_envelopes
+from langgraph_s3.core.packs import ChunkRef
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.schema import Row, WritesRow
-from langgraph_s3.operations import Flow
+from langgraph_s3.operations import Flow, S3Get
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -111,29 +112,38 @@ def load(
     """
     if not found:
         return []
-    write_keys = [
-        k
+    write_refs = [
+        ref
         for row, ws in found
         for w in ws
         for _, rec in w.records
-        for k in values.entry_keys(core, row.thread_id, rec.entry)
+        for ref in packs.chunk_refs(core, row.thread_id, rec.entry)
     ]
-    # Checkpoint objects, pending-write blobs and the value blobs the index names
+    # Checkpoint objects, pending-write chunks and the value blobs the index names
     # go out in the same round trip.
     prefetch = [
-        core.layout.blob_key(row.thread_id, d.hex()) for row, _ in found for d in row.prefetch
+        ChunkRef(core.layout.blob_key(row.thread_id, d.hex()))
+        for row, _ in found
+        for d in row.prefetch
+    ]
+    ranges = [
+        S3Get(core.layout.pack_key(row.thread_id, d.hex()), start=start, end=end)
+        for row, _ in found
+        for d, start, end in row.pack_ranges
     ]
     fetched: dict[str, bytes] = {}
-    envs = yield from read_envelopes(core, [r for r, _ in found], write_keys, prefetch, fetched)
-    write_payloads = yield from fetch_blobs(core, write_keys, fetched)
-    value_keys = [
-        k
+    got_ranges: dict[str, tuple[int, bytes]] = {}
+    envs = yield from read_envelopes(
+        core, [r for r, _ in found], write_refs, prefetch, fetched, ranges, got_ranges
+    )
+    value_refs = [
+        ref
         for (row, _), env in zip(found, envs, strict=True)
         for entry in env.channels.values()
-        for k in values.entry_keys(core, row.thread_id, entry)
+        for ref in packs.chunk_refs(core, row.thread_id, entry)
     ]
-    payloads = yield from fetch_blobs(core, value_keys, fetched)
-    payloads.update(write_payloads)
+    payloads = yield from fetch_chunks(core, value_refs, fetched, got_ranges)
+    payloads.update(fetched)
     out = []
     for (row, ws), env in zip(found, envs, strict=True):
         out.append(assemble(core, row, ws, env, payloads, requested))
@@ -161,8 +171,8 @@ def assemble(
         )
         version = checkpoint["channel_versions"].get(name)
         values.cache_entry(core, row.thread_id, row.ns, name, version, entry)
-        for k in values.entry_keys(core, row.thread_id, entry):
-            core.caches.known_blobs.put(k, True)
+        for ref in packs.chunk_refs(core, row.thread_id, entry):
+            core.caches.known_blobs.put(ref.key, ref.span or True)
     checkpoint["channel_values"] = channel_values
     metadata = values.deserialize(core, *env.metadata, "metadata", key)
     ids = {"thread_id": row.thread_id, "checkpoint_ns": row.ns}

@@ -26,6 +26,7 @@ DIGEST = "h"  #: SHA-256 of the checkpoint object; its presence marks a checkpoi
 SIZE = "sz"  #: size of the checkpoint object
 BODY = "b"  #: the checkpoint object itself, when small
 PREFETCH = "pf"  #: digests of the value blobs a reader GETs beside the object
+PACK_PREFETCH = "pp"  #: pack ranges (digest, start, end) a reader GETs beside the object
 AT = "at"  #: commit / last write time, ms
 RUN = "run"  #: run id (key of the by_run index)
 METADATA = "md"  #: metadata index: key -> metadata_index_value
@@ -100,6 +101,9 @@ class Row:
     # Digests of the value blobs of a checkpoint whose object is in S3, so a reader
     # can fetch them together with the object instead of after it.
     prefetch: tuple[bytes, ...] = ()
+    # The same for chunks in packs: (pack digest, start, end) of the byte range
+    # holding the value chunks each pack has for this checkpoint.
+    pack_ranges: tuple[tuple[bytes, int, int], ...] = ()
 
 
 @dataclass
@@ -133,7 +137,30 @@ def parse_row(item: dict[str, Any]) -> Row:
         item=item,
         body=item[BODY]["B"] if BODY in item else None,
         prefetch=_split_digests(item.get(PREFETCH, {}).get("B")),
+        pack_ranges=_split_ranges(item.get(PACK_PREFETCH, {}).get("B")),
     )
+
+
+def pack_ranges_attr(ranges: Sequence[tuple[bytes, int, int]]) -> bytes:
+    """``pp``: 40 bytes per pack, its digest then start and end (big-endian u32)."""
+    return b"".join(
+        d + start.to_bytes(4, "big") + end.to_bytes(4, "big") for d, start, end in ranges
+    )
+
+
+def _split_ranges(data: object) -> tuple[tuple[bytes, int, int], ...]:
+    # A hint, like pf: a malformed one is ignored.
+    if not isinstance(data, bytes) or len(data) % 40:
+        return ()
+    out = []
+    for i in range(0, len(data), 40):
+        start, end = (
+            int.from_bytes(data[i + 32 : i + 36], "big"),
+            int.from_bytes(data[i + 36 : i + 40], "big"),
+        )
+        if start < end:
+            out.append((data[i : i + 32], start, end))
+    return tuple(out)
 
 
 def _split_digests(data: object) -> tuple[bytes, ...]:

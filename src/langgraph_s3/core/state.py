@@ -21,7 +21,7 @@ from langgraph_s3.core.config import (
     INDEX_INLINE_LIMIT,
     check_settings,
 )
-from langgraph_s3.core.entries import Blobs, Entry
+from langgraph_s3.core.entries import Blobs, Entry, Span
 from langgraph_s3.core.uploads import SharedUploads
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.keys import Layout, normalize_prefix
@@ -40,8 +40,9 @@ class Caches:
         #: object key -> content: blob payloads and checkpoint bodies. Both are
         #: immutable (named by their digest), so never stale.
         self.objects: LRU[str, bytes] = LRU(100_000, cache_bytes)
-        #: blob keys known to exist, so put() does not upload them again.
-        self.known_blobs: LRU[str, bool] = LRU(200_000, ttl=ttl)
+        #: chunk keys known to exist, so put() does not upload them again: True for
+        #: a loose blob, its Span for a chunk in a pack (where an entry finds it).
+        self.known_blobs: LRU[str, Span | bool] = LRU(200_000, ttl=ttl)
         #: (thread, ns, channel) -> the blob entry of the channel's latest version this
         #: saver wrote or read: the next version usually extends it (a message list),
         #: so its blobs are re-used after verification.
@@ -133,11 +134,13 @@ class SaverCore(BaseCheckpointSaver[str]):
         49 characters, so what a step stores, and the write units it is billed, do
         not change from run to run. Versions are compared as strings, by the counter
         first; a tail only orders two forks of one counter, which is arbitrary in
-        ``InMemorySaver`` too, so old and new tails mix in one thread. A thread migrated from a saver with integer versions
-        (``DynamoDBSaver``, any saver on the base class's default) keeps counting in
-        integers, as that saver would: LangGraph compares a channel's new version
-        with its old one and cannot compare a string with an integer. Integer
-        versions are never cache keys (``values.cache_entry``).
+        ``InMemorySaver`` too, so old and new tails mix in one thread.
+
+        A thread migrated from a saver with integer versions (``DynamoDBSaver``, any
+        saver on the base class's default) keeps counting in integers, as that saver
+        would: LangGraph compares a channel's new version with its old one and cannot
+        compare a string with an integer. Integer versions are never cache keys
+        (``values.cache_entry``).
         """
         # Typed str (BaseCheckpointSaver[str]), but LangGraph passes what is stored.
         if isinstance(current, int):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import chunking, codec
-from langgraph_s3.core.entries import Blobs, Entry, Envelope, Inline
+from langgraph_s3.core.entries import PENDING, Blobs, Entry, Envelope, Inline, Span
 from langgraph_s3.errors import CorruptObjectError, SerializationError, UndecodableValueError
 from langgraph_s3.keys import Layout
 
@@ -103,27 +103,36 @@ def blob_entry(
             list(previous.digests), list(previous.sizes), previous.stable_count()
         )
     planned, stable = chunking.plan(body, hint)
+    # Where each chunk is: re-used ones where the hint has them, known ones where
+    # they were stored, new ones PENDING until packs.seal places them.
+    where = dict(zip(previous.digests, previous.spans, strict=True)) if (
+        hint is not None and isinstance(previous, Blobs) and previous.spans is not None
+    ) else {}  # fmt: skip
     uploads: dict[str, bytes] = {}
+    spans: list[Span | None] = []
     for chunk in planned:
-        if chunk.data is None:
-            continue
         key = core.layout.blob_key(thread_id, chunk.digest.hex())
-        if key not in core.caches.known_blobs and key not in uploads:
-            uploads[key] = codec.frame(codec.KIND_BLOB, chunk.data, core.compression_level)
-            core.caches.objects.put(key, chunk.data, chunk.size)
+        known = None if chunk.data is None else core.caches.known_blobs.get(key)
+        if chunk.data is None:
+            spans.append(where.get(chunk.digest))
+        elif known is not None:
+            spans.append(known if isinstance(known, Span) else None)
+        else:
+            spans.append(PENDING)
+            if key not in uploads:
+                uploads[key] = codec.frame(codec.KIND_BLOB, chunk.data, core.compression_level)
+                core.caches.objects.put(key, chunk.data, chunk.size)
     digests = tuple(c.digest for c in planned)
     sizes = tuple(c.size for c in planned)
-    return Blobs(type_, digests, sizes, head, stable), uploads
+    placed = tuple(spans) if any(s is not None for s in spans) else None
+    return Blobs(type_, digests, sizes, head, stable, placed), uploads
 
 
 def entry_keys(core: SaverCore, thread_id: str, entry: Entry) -> list[str]:
-    """The blob keys a value entry reads."""
-    return entry_keys_in(core.layout.thread_prefix(thread_id), entry)
-
-
-def entry_keys_in(folder: str, entry: Entry) -> list[str]:
-    """The blob keys a value entry of the thread whose folder is ``folder`` reads."""
+    """The chunk keys a value entry reads (its loose blob keys, whether the chunks
+    are loose or packed: what names them in caches and payloads)."""
     if isinstance(entry, Blobs):
+        folder = core.layout.thread_prefix(thread_id)
         return [Layout.blob_key_in(folder, d.hex()) for d in entry.digests]
     return []
 
@@ -147,7 +156,12 @@ def decode_value(
 
 def frame_body(core: SaverCore, envelope: Envelope) -> bytes:
     """A checkpoint envelope as the bytes of its object."""
-    return codec.frame(codec.KIND_CHECKPOINT, codec.pack(envelope.wire()), core.compression_level)
+    return codec.frame(
+        codec.KIND_CHECKPOINT,
+        codec.pack(envelope.wire()),
+        core.compression_level,
+        envelope.format or codec.LAYOUT_1,
+    )
 
 
 def in_index(core: SaverCore, body: bytes) -> bool:

@@ -16,6 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import codec
+from langgraph_s3.core import packs
 from langgraph_s3.core.commit import check_owner, ownership_parts
 from langgraph_s3.core.config import WRITE_INLINE_THRESHOLD, checkpoint_id_of, thread_ns
 from langgraph_s3.core.entries import Inline, Record
@@ -55,7 +56,15 @@ def put_writes(
         return
     records, uploads = _encode_writes(core, thread_id, writes, task_id)
     packed = _pack_within_budget(core, thread_id, writes, records, uploads)
-    yield from upload(core, uploads)
+    sealed = packs.seal(core, thread_id, uploads)
+    for i, record in records.items():
+        entry = sealed.resolve(record.entry)
+        if entry is not record.entry:
+            packed[i] = codec.pack_record(
+                Record(record.channel, entry).wire(), core.compression_level
+            )
+    yield from upload(core, sealed.uploads)
+    sealed.remember(core, thread_id)
 
     pk = core.layout.pk(thread_id)
     sk = core.layout.writes_sk(ns, cid, task_id)

@@ -1,0 +1,125 @@
+"""How the chunks one call uploads are stored: as one pack, so a step costs one PUT.
+
+A ``put`` or ``put_writes`` that has more than one new chunk to upload writes them
+as one object, ``{thread}/b/{sha256}.pack``: their blob frames one after the other.
+Each value entry then says, per chunk, which pack holds it and where (a
+:class:`~langgraph_s3.core.entries.Span`); a reader fetches the chunks of one pack
+with one ranged GET and checks each against its digest, as it does a loose blob.
+A call with a single new chunk keeps it a loose blob (``b/{sha256}``), as layout 1
+did: one PUT either way, and older releases can still read it.
+
+Chunks are still named by their digest, so deduplication works across packs and
+loose blobs alike: a chunk already stored (in a pack or loose) is referenced where
+it is, never uploaded again while the saver knows it exists. The collector keeps
+a pack while any entry references any chunk in it (docs/retention.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, NamedTuple
+
+from langgraph_s3 import codec
+from langgraph_s3.core.entries import PENDING, Blobs, Entry, Span
+from langgraph_s3.keys import Layout
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.state import SaverCore
+
+
+class ChunkRef(NamedTuple):
+    """One chunk to read: its own (loose blob) key, which names it in caches and
+    payloads, and where it is packed (``span`` and the pack's key), if it is."""
+
+    key: str
+    span: Span | None = None
+    pack: str | None = None
+
+
+@dataclass
+class Sealed:
+    """What a call uploads once its new chunks are placed, and where each went."""
+
+    uploads: dict[str, bytes]
+    #: chunk digest -> its span in this call's pack (None: uploaded loose)
+    placed: dict[bytes, Span | None] = field(default_factory=dict)
+
+    def resolve(self, entry: Entry) -> Entry:
+        """``entry`` with its pending chunks placed (unchanged if it has none)."""
+        if not isinstance(entry, Blobs) or entry.spans is None or PENDING not in entry.spans:
+            return entry
+        spans = tuple(
+            self.placed.get(d) if s is PENDING else s
+            for d, s in zip(entry.digests, entry.spans, strict=True)
+        )
+        return replace(entry, spans=spans if any(s is not None for s in spans) else None)
+
+    def remember(self, core: SaverCore, thread_id: str) -> None:
+        """After the upload: these chunks exist now, here."""
+        for digest, span in self.placed.items():
+            core.caches.known_blobs.put(core.layout.blob_key(thread_id, digest.hex()), span or True)
+
+
+#: A pack holds at most this many bytes (a large value makes several, uploaded and
+#: read in parallel, as S3 serves large objects fastest in parts of 8-16 MB).
+PACK_MAX = 8 << 20
+
+
+def seal(core: SaverCore, thread_id: str, uploads: Mapping[str, bytes]) -> Sealed:
+    """Place a call's new chunks (blob key -> framed chunk): packs of up to
+    ``PACK_MAX`` bytes, in order; a chunk that would be alone stays a loose blob."""
+    sealed = Sealed({})
+    group: dict[bytes, bytes] = {}
+    size = 0
+    for key, frame in uploads.items():
+        if group and size + len(frame) > PACK_MAX:
+            _close(core, thread_id, group, sealed)
+            group, size = {}, 0
+        group[bytes.fromhex(key.rsplit("/", 1)[1])] = frame
+        size += len(frame)
+    _close(core, thread_id, group, sealed)
+    return sealed
+
+
+def _close(core: SaverCore, thread_id: str, group: dict[bytes, bytes], sealed: Sealed) -> None:
+    if len(group) == 1:
+        ((digest, frame),) = group.items()
+        sealed.uploads[core.layout.blob_key(thread_id, digest.hex())] = frame
+        sealed.placed[digest] = None
+    elif group:
+        body = b"".join(group.values())
+        pack = codec.digest_bytes(body)
+        offset = 0
+        for digest, frame in group.items():
+            sealed.placed[digest] = Span(pack, offset, len(frame))
+            offset += len(frame)
+        sealed.uploads[core.layout.pack_key(thread_id, pack.hex())] = body
+
+
+def layout_of(entries: Iterable[Entry]) -> int:
+    """The oldest layout that can read these entries."""
+    packed = any(isinstance(e, Blobs) and e.packed() for e in entries)
+    return codec.LAYOUT_PACKS if packed else codec.LAYOUT_1
+
+
+def chunk_refs(core: SaverCore, thread_id: str, entry: Entry) -> list[ChunkRef]:
+    """The chunks a value entry reads, in order."""
+    return chunk_refs_in(core.layout.thread_prefix(thread_id), entry)
+
+
+def chunk_refs_in(folder: str, entry: Entry) -> list[ChunkRef]:
+    """``chunk_refs`` for the thread whose folder is ``folder``."""
+    if not isinstance(entry, Blobs):
+        return []
+    refs = []
+    for i, digest in enumerate(entry.digests):
+        span = entry.span(i)
+        pack = None if span is None else Layout.pack_key_in(folder, span.pack.hex())
+        refs.append(ChunkRef(Layout.blob_key_in(folder, digest.hex()), span, pack))
+    return refs
+
+
+def objects_in(folder: str, entry: Entry) -> list[str]:
+    """The objects a value entry needs to exist: its loose blobs and its packs."""
+    return list(dict.fromkeys(r.pack or r.key for r in chunk_refs_in(folder, entry)))
