@@ -8,7 +8,7 @@ import os
 import pytest
 
 from langgraph_s3 import codec
-from langgraph_s3.core import packs, read, schema
+from langgraph_s3.core import objects, packs, read, schema
 from langgraph_s3.core.entries import PENDING, Blobs, Inline, Span, entry_from_wire
 from langgraph_s3.core.packs import ChunkRef
 from langgraph_s3.errors import CorruptObjectError
@@ -170,3 +170,16 @@ def test_a_large_call_makes_several_packs_read_in_parallel_parts(
     assert all(op.end - op.start <= 100_000 for op in gets)
     tup = script.returns()
     assert tup is not None and tup.checkpoint["channel_values"] == {"doc": DOC}
+
+
+def test_a_chunk_known_to_be_in_a_pack_is_still_uploaded_as_a_loose_blob() -> None:
+    """Another flow may pack a chunk after this flow planned it as a loose blob: the
+    loose upload must still happen, or the entry names a blob that does not exist."""
+    core = make_core()
+    key = core.layout.blob_key("t1", "ab" * 32)
+    core.caches.known_blobs.put(key, Span(b"\x01" * 32, 0, 5))
+    script = Script(objects.upload(core, {key: b"frame"}))
+    (put,) = script.expect([S3Put], [None])
+    assert put.key == key
+    script.returns()
+    assert core.caches.known_blobs.get(key) is True

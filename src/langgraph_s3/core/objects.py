@@ -238,7 +238,10 @@ def upload(
     other uploader failed is uploaded here in a second one.
     """
     known = core.caches.known_blobs
-    mine, theirs = core.uploads.claim(uploads, lambda key: key in known)
+    # Only an object known to exist under this very key is skipped: a chunk known to
+    # be in a pack (a Span) does not make its loose blob exist. (Another flow can
+    # pack a chunk after this flow chose to upload it loose.)
+    mine, theirs = core.uploads.claim(uploads, lambda key: known.get(key) is True)
     ops: list[Any] = [S3Put(k, uploads[k], done=f) for k, f in mine.items()]
     ops += [WaitUpload(k, f) for k, f in theirs.items()]
     ops += extra
