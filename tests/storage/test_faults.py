@@ -20,6 +20,7 @@ import pytest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
 from tests.conftest import Backend
+from tests.faults import env
 from tests.faults.env import async_saver, sync_clients
 from tests.faults.inject import KINDS, Injector, client_config
 from tests.faults.sweep import PROFILES, run
@@ -115,3 +116,24 @@ async def test_injected_faults_mean_what_they_say_async(server_backend: Backend,
             await s3.put_object(Bucket=server_backend.bucket, Key=key, Body=b"x")
     assert injector.fired == "s3.PutObject"
     assert (key in server_backend.object_keys()) == (kind == "lost")
+
+
+def test_a_case_storage_is_deleted_and_forgotten_when_it_fails(backend: Backend) -> None:
+    """env.scratch deletes a case's bucket and table when the case ends, here by raising,
+    and moto keeps no copy of what they held: a full sweep grew to 21 GB when it did
+    (issue 22). Pins the moto internal env.forget_moto_instances relies on."""
+    from moto.dynamodb.models.dynamo_type import Item
+    from moto.s3.models import FakeKey
+
+    with pytest.raises(RuntimeError, match="the case failed"), env.scratch(backend) as b:
+        b.s3().put_object(Bucket=b.bucket, Key="thread/c/1", Body=b"x" * 1000)
+        b.dynamodb().put_item(TableName=b.table, Item={"pk": {"S": "t"}, "sk": {"S": "c#1"}})
+        assert b.dynamodb().get_item(TableName=b.table, Key={"pk": {"S": "t"}, "sk": {"S": "c#1"}})
+        assert Item.instances_tracked and FakeKey.instances_tracked  # what made sweeps grow
+        raise RuntimeError("the case failed")
+    s3, ddb = backend.s3(), backend.dynamodb()
+    with pytest.raises(s3.exceptions.ClientError, match="404"):
+        s3.head_bucket(Bucket=b.bucket)
+    with pytest.raises(ddb.exceptions.ResourceNotFoundException):
+        ddb.describe_table(TableName=b.table)
+    assert (Item.instances_tracked, FakeKey.instances_tracked) == ([], [])
