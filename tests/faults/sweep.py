@@ -220,10 +220,11 @@ class Sweep:
                   for _ in range(self.profile.kills)]  # fmt: skip
         for name, kill in (("kill9", kill9), ("kill9_async", akill9)):
             runs = []
-            with tempfile.TemporaryDirectory() as tmp:
-                for call, when in points:
-                    with env.scratch(base) as backend:
-                        runs.append(kill(backend, call, when, self.reference, Path(tmp)))
+            for call, when in points:
+                # A directory per kill: two kills at the same point would otherwise share
+                # the files where the child logs its side effects and acknowledged writes.
+                with tempfile.TemporaryDirectory() as tmp, env.scratch(base) as backend:
+                    runs.append(kill(backend, call, when, self.reference, Path(tmp)))
             self.figures[name] = kill_figures(runs)
             self.mark(f"{'AsyncS3Saver' if name.endswith('async') else 'S3Saver'} kill -9")
 
