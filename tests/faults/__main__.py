@@ -86,8 +86,9 @@ def render(figures: dict[str, Any], limited: bool) -> str:
         ("writes of checkpoints whose commit failed (harmless)", s["orphan_writes"]),
         ("failed cases", len(s["failed"])),
         *_scenario_rows(figures),
-        ("resident memory (MB), every 50 sweep cases, then at the end",
-         ", ".join(map(str, [*memory["every_50_cases"], memory["end"]]))),
+        ("resident memory (MB): every 50 sweep cases; at the end; peak",
+         f"{', '.join(map(str, memory['every_50_cases']))}; {memory['end']}; "
+         f"{memory['peak']}"),
     ]  # fmt: skip
     lines = ["| figure | value |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in rows]

@@ -100,15 +100,20 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far (moto in-process and the moto server
+    are in it; the kill -9 children are not)."""
+    scale = 2**20 if sys.platform == "darwin" else 2**10  # ru_maxrss: bytes on macOS
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale, 1)
+
+
 def rss_mb() -> float:
-    """This process's resident memory now (moto in-process and the moto server are in
-    it), from /proc where there is one, else its peak so far."""
+    """This process's resident memory now, from /proc where there is one, else its peak."""
     try:
         pages = int(Path("/proc/self/statm").read_text().split()[1])
         return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
     except (OSError, ValueError):
-        scale = 2**20 if sys.platform == "darwin" else 2**10  # ru_maxrss: bytes on macOS
-        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale, 1)
+        return peak_rss_mb()
 
 
 @dataclass
@@ -237,7 +242,11 @@ class Sweep:
             name: round(end - begin, 1)
             for name, begin, end in zip(self.phases, marks, marks[1:], strict=False)
         }
-        figures["memory_mb"] = {"every_50_cases": self.memory, "end": rss_mb()}
+        figures["memory_mb"] = {
+            "every_50_cases": self.memory,
+            "end": rss_mb(),
+            "peak": peak_rss_mb(),
+        }
         figures["seconds"] = round(time.time() - self.started, 1)
         return figures
 
