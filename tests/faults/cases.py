@@ -73,11 +73,7 @@ def run_sync(backend: Backend, case: Case, reference: Any, effects: Effects) -> 
             final = drive(build(saver, effects), case.thread)
         except Exception as exc:
             problems.append(f"resume failed: {exc!r}")
-    checker = sync_saver(backend, client_config(True))
-    out.verdict = judge(
-        history(checker, case.thread), checker.get_tuple, final, reference, acks, effects,
-        case.thread,
-    )  # fmt: skip
+    out.verdict = verdict_sync(backend, case.thread, final, reference, acks, effects)
     out.verdict.problems[:0] = problems
     return out
 
@@ -108,8 +104,28 @@ async def run_async(backend: Backend, case: Case, reference: Any, effects: Effec
                 final = await adrive(build(fresh, effects), case.thread)
             except Exception as exc:
                 problems.append(f"resume failed: {exc!r}")
+    out.verdict = await verdict_async(backend, case.thread, final, reference, acks, effects)
+    out.verdict.problems[:0] = problems
+    return out
+
+
+def verdict_sync(
+    backend: Backend, thread: str, final: Any, reference: Any, acks: Acks, effects: Effects
+) -> Verdict:
+    """Judge ``thread`` as a fresh S3Saver without faults reads it."""
+    checker = sync_saver(backend, client_config(True))
+    return judge(
+        history(checker, thread), checker.get_tuple, final, reference, acks, effects, thread
+    )
+
+
+async def verdict_async(
+    backend: Backend, thread: str, final: Any, reference: Any, acks: Acks, effects: Effects
+) -> Verdict:
+    """Judge ``thread`` as a fresh AsyncS3Saver without faults reads it (every checkpoint
+    is loaded first, since ``judge`` calls ``load`` synchronously)."""
     async with async_saver(backend, client_config(True)) as checker:
-        tuples = await ahistory(checker, case.thread)
+        tuples = await ahistory(checker, thread)
         loaded = {}
         for t in tuples:
             try:
@@ -123,6 +139,4 @@ async def run_async(backend: Backend, case: Case, reference: Any, effects: Effec
             raise got
         return got
 
-    out.verdict = judge(tuples, load, final, reference, acks, effects, case.thread)
-    out.verdict.problems[:0] = problems
-    return out
+    return judge(tuples, load, final, reference, acks, effects, thread)

@@ -56,7 +56,7 @@ def sync_saver(
 
 @asynccontextmanager
 async def async_saver(
-    backend: Backend, config: Config, *hooks: Any, acks: Acks | None = None
+    backend: Backend, config: Config, *hooks: Any, acks: Acks | None = None, **options: Any
 ) -> AsyncIterator[Any]:
     """A brand-new AsyncS3Saver over HTTP whose aiobotocore clients carry ``hooks``."""
     from aiobotocore.config import AioConfig
@@ -80,31 +80,78 @@ async def async_saver(
                 hook.attach(client)
             clients.append(client)
         saver = AsyncS3Saver(
-            backend.bucket, backend.table, s3_client=clients[0], dynamodb_client=clients[1]
+            backend.bucket,
+            backend.table,
+            s3_client=clients[0],
+            dynamodb_client=clients[1],
+            **options,
         )
         yield acks.track(saver) if acks is not None else saver
 
 
 @contextmanager
+def scratch(base: Backend) -> Iterator[Backend]:
+    """A bucket and table of their own for one case, on ``base``'s moto, deleted when the
+    case ends, pass or fail, so a sweep of hundreds of cases keeps a flat footprint."""
+    backend = Backend(base.mode, base.endpoint_url)
+    backend.saver().setup()
+    try:
+        yield backend
+    finally:
+        drop(backend)
+
+
+def drop(backend: Backend) -> None:
+    """Delete ``backend``'s bucket (emptied first, as S3 requires) and table, then let
+    moto forget them."""
+    s3 = backend.s3()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=backend.bucket):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            s3.delete_objects(Bucket=backend.bucket, Delete={"Objects": keys, "Quiet": True})
+    s3.delete_bucket(Bucket=backend.bucket)
+    backend.dynamodb().delete_table(TableName=backend.table)
+    forget_moto_instances()
+
+
+def forget_moto_instances() -> None:
+    """Drop moto's list of every model instance it ever made.
+
+    moto appends each instance of its models (``BaseModel.__new__``) to a class-level
+    list that only its dashboard reads, and DynamoDB deep-copies items on every read, so
+    deleted buckets and tables stay in memory and a sweep grew to 21 GB (issue 22).
+    moto's own reset clears these lists the same way; this clears them without
+    resetting the storage other tests in the process may be using. Covers moto
+    in-process and a moto server started in this process (``local_endpoint``), not a
+    server in another process.
+    """
+    from moto.core.model_instances import reset_model_data
+
+    reset_model_data()
+
+
+@contextmanager
 def inproc() -> Iterator[Backend]:
-    """A bucket and table in moto in-process (one per sweep; cases use their own threads)."""
+    """A bucket and table in moto in-process for the sweep's clean run; each case makes
+    its own with ``scratch``."""
     from moto import mock_aws
 
     with mock_aws():
         backend = Backend("inproc", None)
         backend.saver().setup()
-        yield backend
+        try:
+            yield backend
+        finally:
+            drop(backend)
 
 
 @contextmanager
 def server(url: str | None = None) -> Iterator[Backend]:
-    """A bucket and table in a moto server (``url``, or one started for the duration)."""
+    """A bucket and table in a moto server (``url``, or one started for the duration),
+    deleted at the end; each case makes its own with ``scratch``."""
     if url is not None:
-        backend = Backend("server", url)
-        backend.saver().setup()
-        yield backend
+        with scratch(Backend("server", url)) as backend:
+            yield backend
         return
-    with local_endpoint() as started:
-        backend = Backend("server", started)
-        backend.saver().setup()
+    with local_endpoint() as started, scratch(Backend("server", started)) as backend:
         yield backend

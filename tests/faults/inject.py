@@ -11,7 +11,8 @@
   timeout when retries are on, or raises ``ReadTimeoutError`` when they are off.
 * ``throttle``: a seeded share of attempts is answered by a ``before-send`` handler
   with a throttling error response (HTTP 400 ``ThrottlingException`` for DynamoDB,
-  503 ``SlowDown`` for S3) without reaching the server; retries answer it.
+  503 ``SlowDown`` for S3) without reaching the server; retries answer it. On
+  aiobotocore clients the response is aiobotocore's own type, whose body is awaited.
 
 The call that a fault hits is picked in ``before-call`` and carried to the hooks of
 its own attempt in a ``ContextVar`` (an attempt's hooks run in the caller's thread or
@@ -120,23 +121,39 @@ class Injector:
         raise ReadTimeoutError(endpoint_url=url)
 
 
-def _throttle_response(service: str, url: str) -> AWSResponse:
+class _AsyncBody:
+    """A canned body that aiobotocore can ``await`` (its responses read ``raw`` async)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def read(self, *_: Any) -> bytes:
+        return self.body
+
+
+def _throttle_response(service: str, url: str, aio: bool) -> AWSResponse:
     from moto.core.botocore_stubber import MockRawResponse
 
     if service == "dynamodb":
+        status, headers = 400, {"Content-Type": "application/x-amz-json-1.0"}
         body = (
             b'{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException",'
             b'"message":"Rate of requests exceeds the allowed throughput."}'
         )
-        headers = {"Content-Type": "application/x-amz-json-1.0"}
-        return AWSResponse(url, 400, headers, MockRawResponse(body))
-    body = b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
-    return AWSResponse(url, 503, {"Content-Type": "application/xml"}, MockRawResponse(body))
+    else:
+        status, headers = 503, {"Content-Type": "application/xml"}
+        body = b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
+    if aio:
+        from aiobotocore.awsrequest import AioAWSResponse
+
+        return AioAWSResponse(url, status, headers, _AsyncBody(body))
+    return AWSResponse(url, status, headers, MockRawResponse(body))
 
 
 @dataclass
 class Throttler:
-    """Answers a seeded ``share`` of attempts with a throttling error (sync clients)."""
+    """Answers a seeded ``share`` of attempts with a throttling error (boto3 or
+    aiobotocore clients)."""
 
     seed: int
     share: float = 0.3
@@ -149,13 +166,14 @@ class Throttler:
 
     def attach(self, client: Any) -> Any:
         service = client.meta.service_model.service_name
+        aio = hasattr(client, "__aenter__")  # aiobotocore clients are async context managers
 
         def before_send(request: Any, **_: Any) -> AWSResponse | None:
             with self._lock:
                 self.attempts += 1
                 hit = self._rng.random() < self.share
                 self.throttled += hit
-            return _throttle_response(service, request.url) if hit else None
+            return _throttle_response(service, request.url, aio) if hit else None
 
         client.meta.events.register_first("before-send.*.*", before_send)
         return client
