@@ -170,56 +170,61 @@ def test_write_blobs_must_load_but_prefetched_value_blobs_may_fail() -> None:
 def test_an_upload_claims_its_blobs_and_marks_them_known_once_done() -> None:
     core = make_core()
     key, body = blob(core, b"payload")
-    script = Script(objects.upload(core, {key: body}, [S3Get("extra")]))
+    script = Script(objects.store_chunks(core, "t1", {key: body}, lambda _: [S3Get("extra")]))
     put, _ = script.expect([S3Put, S3Get("extra")], [None, b"E"])
     assert (put.key, put.body) == (key, body) and put.done is not None
-    assert script.returns() == [b"E"]
-    assert key in core.caches.known_blobs
+    assert script.returns().placed == {bytes.fromhex(key.rsplit("/", 1)[1]): None}
+    assert core.caches.known_blobs.get(key) is True
     # Known blobs are not uploaded again.
-    assert Script(objects.upload(core, {key: body})).returns() == []
+    assert Script(objects.store_chunks(core, "t1", {key: body})).returns().shares.bodies == {}
 
 
 def test_a_second_flow_waits_for_the_blob_another_flow_is_uploading() -> None:
     core = make_core()
     key, body = blob(core, b"shared")
-    first = Script(objects.upload(core, {key: body}))
+    first = Script(objects.store_chunks(core, "t1", {key: body}))
     [put] = first.pending
-    second = Script(objects.upload(core, {key: body}))
+    second = Script(objects.store_chunks(core, "t1", {key: body}))
     [wait] = second.pending
     assert isinstance(wait, WaitUpload) and wait.pending is put.done
     first.step([None])
     assert wait.pending.result() is True
     second.step([True])
-    assert second.returns() == [] and first.returns() == []
+    assert second.returns().shares.bodies == {} and first.returns().shares.bodies == {key: body}
 
 
-def test_a_failed_upload_is_retried_by_the_flow_that_waited_for_it() -> None:
+def test_a_failed_upload_is_placed_again_by_the_flow_that_waited_for_it() -> None:
     core = make_core()
     key, body = blob(core, b"shared")
-    other = Script(objects.upload(core, {key: body}))
-    waiting = Script(objects.upload(core, {key: body}, [S3Get("extra")]))
+    asked: list[int] = []
+    other = Script(objects.store_chunks(core, "t1", {key: body}))
+    waiting = Script(
+        objects.store_chunks(core, "t1", {key: body}, lambda s: [S3Get(f"extra{len(asked)}")])
+    )
+    asked.append(1)
     other.throw(S3SaverError("PUT failed"))
     other.raises(S3SaverError)
     # The failed upload was released: nothing vouches for the blob any more.
     assert key not in core.caches.known_blobs and core.caches.objects.get(key) is None
     waiting.step([False, b"E"])
-    [retry] = waiting.expect([S3Put], [None])
+    # placed again: its own upload, and what goes with it asked for again
+    retry, _ = waiting.expect([S3Put, S3Get("extra1")], [None, b"E"])
     assert retry.key == key
-    assert waiting.returns() == [b"E"]
-    assert key in core.caches.known_blobs
+    waiting.returns()
+    assert core.caches.known_blobs.get(key) is True
 
 
 def test_a_flow_stopped_before_its_upload_finished_releases_the_blob() -> None:
     core = make_core()
     key, body = blob(core, b"abandoned")
     core.caches.objects.put(key, b"abandoned", 9)  # as planning a blob caches its content
-    flow = objects.upload(core, {key: body})
+    flow = objects.store_chunks(core, "t1", {key: body})
     [put] = next(flow)
     flow.close()  # the caller went away before the driver resolved the upload
     assert put.done.result() is False
     assert core.caches.objects.get(key) is None
     # Nobody waits on a dead upload: the next flow owns the blob.
-    [again] = Script(objects.upload(core, {key: body})).pending
+    [again] = Script(objects.store_chunks(core, "t1", {key: body})).pending
     assert isinstance(again, S3Put)
 
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from langgraph_s3 import codec
-from langgraph_s3.core import objects, packs, read, schema
+from langgraph_s3.core import packs, read, schema
 from langgraph_s3.core.entries import PENDING, Blobs, Inline, Span, entry_from_wire
 from langgraph_s3.core.packs import ChunkRef
 from langgraph_s3.errors import CorruptObjectError
@@ -37,7 +37,7 @@ def is_query(op: object) -> bool:
 def test_one_new_chunk_stays_a_loose_blob_and_the_entry_is_layout_1() -> None:
     core = make_core()
     sealed = packs.seal(core, "t1", {core.layout.blob_key("t1", "ab" * 32): b"frame"})
-    assert list(sealed.uploads) == [core.layout.blob_key("t1", "ab" * 32)]
+    assert list(sealed.shares.bodies) == [core.layout.blob_key("t1", "ab" * 32)]
     entry = Blobs("msgpack", (bytes.fromhex("ab" * 32),), (5,), b"", 1, (PENDING,))
     resolved = sealed.resolve(entry)
     assert isinstance(resolved, Blobs) and resolved.spans is None
@@ -49,7 +49,7 @@ def test_several_new_chunks_go_up_as_one_pack_in_order() -> None:
     keys = [core.layout.blob_key("t1", f"{i:064x}") for i in range(3)]
     frames = [b"A" * 10, b"B" * 20, b"C" * 5]
     sealed = packs.seal(core, "t1", dict(zip(keys, frames, strict=True)))
-    ((pack_key, body),) = sealed.uploads.items()
+    ((pack_key, body),) = sealed.shares.bodies.items()
     assert body == b"".join(frames)
     assert pack_key == core.layout.pack_key("t1", codec.digest(body))
     spans = list(sealed.placed.values())
@@ -167,19 +167,30 @@ def test_a_large_call_makes_several_packs_read_in_parallel_parts(
         lambda ops: len(ops) == len(sizes) and all(isinstance(op, S3Get) for op in ops),
         [from_bucket(stored.objects)(op) for op in script.pending],
     )
-    assert all(op.end - op.start <= 100_000 for op in gets)
+    # a pack's chunks in one ranged GET each (a chunk left alone is a loose blob)
+    assert all(op.start is None or op.end - op.start <= 100_000 for op in gets)
     tup = script.returns()
     assert tup is not None and tup.checkpoint["channel_values"] == {"doc": DOC}
 
 
-def test_a_chunk_known_to_be_in_a_pack_is_still_uploaded_as_a_loose_blob() -> None:
-    """Another flow may pack a chunk after this flow planned it as a loose blob: the
-    loose upload must still happen, or the entry names a blob that does not exist."""
+def test_a_chunk_stored_meanwhile_is_referenced_where_it_is() -> None:
+    """Between planning a value and placing its chunks, another flow may have stored
+    one of them (in a pack, or loose): it is referenced there, not uploaded again."""
     core = make_core()
-    key = core.layout.blob_key("t1", "ab" * 32)
-    core.caches.known_blobs.put(key, Span(b"\x01" * 32, 0, 5))
-    script = Script(objects.upload(core, {key: b"frame"}))
-    (put,) = script.expect([S3Put], [None])
-    assert put.key == key
-    script.returns()
-    assert core.caches.known_blobs.get(key) is True
+    in_pack, loose, new = (core.layout.blob_key("t1", f"{i:064x}") for i in range(3))
+    core.caches.known_blobs.put(in_pack, Span(b"\x01" * 32, 0, 5))
+    core.caches.known_blobs.put(loose, True)
+    sealed = packs.seal(core, "t1", {in_pack: b"A", loose: b"B", new: b"C"})
+    assert list(sealed.shares.bodies) == [new]  # one new chunk: a loose blob
+    assert sealed.placed == {
+        bytes.fromhex(f"{0:064x}"): Span(b"\x01" * 32, 0, 5),
+        bytes.fromhex(f"{1:064x}"): None,
+        bytes.fromhex(f"{2:064x}"): None,
+    }
+
+
+def test_two_or_fewer_new_chunks_stay_loose_blobs() -> None:
+    core = make_core()
+    keys = [core.layout.blob_key("t1", f"{i:064x}") for i in range(2)]
+    sealed = packs.seal(core, "t1", dict.fromkeys(keys, b"frame"))
+    assert sorted(sealed.shares.bodies) == keys and set(sealed.placed.values()) == {None}

@@ -1,38 +1,59 @@
-"""Unit tests of ``core.uploads``: one upload per blob at a time."""
+"""Unit tests of ``core.uploads``: one upload per chunk at a time."""
 
 from __future__ import annotations
 
-from langgraph_s3.core.uploads import SharedUploads
+from langgraph_s3.core.entries import Span
+from langgraph_s3.core.uploads import Placement, SharedUploads
+
+SPAN = Span(b"\x01" * 32, 0, 1)
 
 
-def test_the_first_claim_owns_a_key_and_later_ones_share_its_future() -> None:
+def loose(fresh: dict[str, bytes]) -> Placement:
+    return {key: (frame, {key: None}) for key, frame in fresh.items()}
+
+
+def packed(fresh: dict[str, bytes]) -> Placement:
+    return {"pack": (b"".join(fresh.values()), dict.fromkeys(fresh, SPAN))}
+
+
+def nothing_known(key: str) -> None:
+    return None
+
+
+def test_the_first_flow_owns_a_chunk_and_later_ones_wait_for_it_where_it_is() -> None:
     uploads = SharedUploads()
-    mine, theirs = uploads.claim(["a", "b", "known"], skip=lambda k: k == "known")
-    assert sorted(mine) == ["a", "b"] and theirs == {}
-    again, waiting = uploads.claim(["b", "c"], skip=lambda k: False)
-    assert list(again) == ["c"] and waiting == {"b": mine["b"]}
+    first = uploads.share(
+        {"a": b"A", "b": b"B", "known": b"K"},
+        lambda k: SPAN if k == "known" else None,
+        packed,
+    )
+    assert first.bodies == {"pack": b"AB"} and first.members == {"pack": ["a", "b"]}
+    assert first.where == {"known": SPAN, "a": SPAN, "b": SPAN} and first.waits == {}
+    second = uploads.share({"b": b"B", "c": b"C"}, nothing_known, loose)
+    assert second.bodies == {"c": b"C"}
+    assert second.waits == {"b": first.done["pack"]} and second.where["b"] == SPAN
 
 
-def test_release_reports_each_outcome_and_frees_the_keys() -> None:
+def test_release_reports_each_outcome_and_frees_the_chunks() -> None:
     uploads = SharedUploads()
-    mine, _ = uploads.claim(["ok", "bad", "abandoned"], skip=lambda k: False)
-    mine["ok"].set_result(True)
-    mine["bad"].set_result(False)
+    shares = uploads.share({"ok": b"1", "bad": b"2", "abandoned": b"3"}, nothing_known, loose)
+    shares.done["ok"].set_result(True)
+    shares.done["bad"].set_result(False)
     done: list[str] = []
     failed: list[str] = []
-    uploads.release(mine, done.append, failed.append)
+    uploads.release(shares, done.append, failed.append)
     assert done == ["ok"] and failed == ["bad", "abandoned"]
     # An upload never resolved counts as failed and wakes whoever waits on it.
-    assert mine["abandoned"].result() is False
-    fresh, theirs = uploads.claim(["ok", "bad", "abandoned"], skip=lambda k: False)
-    assert sorted(fresh) == ["abandoned", "bad", "ok"] and theirs == {}
+    assert shares.done["abandoned"].result() is False
+    again = uploads.share({"ok": b"1", "bad": b"2"}, nothing_known, loose)
+    assert sorted(again.bodies) == ["bad", "ok"] and again.waits == {}
 
 
-def test_release_leaves_a_newer_claim_of_the_same_key_alone() -> None:
+def test_release_leaves_a_newer_upload_of_the_same_chunk_alone() -> None:
     uploads = SharedUploads()
-    first, _ = uploads.claim(["k"], skip=lambda k: False)
+    first = uploads.share({"k": b"K"}, nothing_known, loose)
     uploads.release(first, lambda k: None, lambda k: None)
-    second, _ = uploads.claim(["k"], skip=lambda k: False)
+    second = uploads.share({"k": b"K"}, nothing_known, loose)
     uploads.release(first, lambda k: None, lambda k: None)  # a late second release
-    _, theirs = uploads.claim(["k"], skip=lambda k: False)
-    assert theirs == {"k": second["k"]}
+    third = uploads.share({"k": b"K"}, nothing_known, loose)
+    assert third.waits == {"k": second.done["k"]}

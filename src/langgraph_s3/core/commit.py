@@ -40,7 +40,7 @@ from langgraph_s3.core.index import (
     owner_part,
     put_part,
 )
-from langgraph_s3.core.objects import upload
+from langgraph_s3.core.objects import store_chunks
 from langgraph_s3.core.schema import b, n, pk_of, s
 from langgraph_s3.errors import (
     CheckpointConflictError,
@@ -98,18 +98,8 @@ def put(
     body = values.frame_body(core, envelope)
     if not values.in_index(core, body):
         body = values.fit_in_index(core, thread_id, ns, envelope, body, uploads, fresh)
-    sealed = packs.seal(core, thread_id, uploads)
-    if sealed.placed:
-        body = _placed(core, envelope, sealed, fresh)
-        entries = envelope.channels
-    digest = codec.digest(body)
-    key = core.layout.checkpoint_key(thread_id, ns, cid, digest)
-
-    # Blobs and the checkpoint object go up together: neither is reachable
-    # until the index item below exists, so their mutual order does not matter.
-    extra: list[Any] = [] if values.in_index(core, body) else [S3Put(key, body)]
-    yield from upload(core, sealed.uploads, extra)
-    sealed.remember(core, thread_id)
+    body = yield from _upload_values(core, envelope, body, uploads, fresh)
+    entries = envelope.channels
 
     unstored = sorted(ch for ch in versions if ch not in entries)
     item = _checkpoint_item(core, (thread_id, ns, cid, parent_id), body, entries, unstored, md)
@@ -120,15 +110,39 @@ def put(
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
 
-def _placed(
-    core: SaverCore, envelope: Envelope, sealed: packs.Sealed, fresh: dict[str, Entry]
-) -> bytes:
-    """The body once the new chunks are placed: their entries name the pack, and the
-    body's version is the oldest layout that can read them."""
-    envelope.channels = {name: sealed.resolve(e) for name, e in envelope.channels.items()}
-    fresh.update({name: envelope.channels[name] for name in fresh})
-    envelope.format = packs.layout_of(envelope.channels.values())
-    return values.frame_body(core, envelope)
+def _upload_values(
+    core: SaverCore,
+    envelope: Envelope,
+    body: bytes,
+    uploads: dict[str, bytes],
+    fresh: dict[str, Entry],
+) -> Flow[bytes]:
+    """Upload the new chunks and, if it is too large for the index, the checkpoint
+    object; return the body to commit.
+
+    Both go up together: neither is reachable until the index item exists, so their
+    order does not matter. Once the chunks are placed their entries name where they
+    are, and the body's version becomes the oldest layout that can read them
+    (``envelope`` and ``fresh`` are updated).
+    """
+    pending, pending_fresh = dict(envelope.channels), list(fresh)
+    out = [body]
+
+    def with_object(sealed: packs.Sealed) -> list[Any]:
+        if sealed.placed:
+            envelope.channels = {name: sealed.resolve(e) for name, e in pending.items()}
+            fresh.update({name: envelope.channels[name] for name in pending_fresh})
+            envelope.format = packs.layout_of(envelope.channels.values())
+            out[0] = values.frame_body(core, envelope)
+        if values.in_index(core, out[0]):
+            return []
+        key = core.layout.checkpoint_key(
+            envelope.thread_id, envelope.ns, envelope.checkpoint_id, codec.digest(out[0])
+        )
+        return [S3Put(key, out[0])]
+
+    yield from store_chunks(core, envelope.thread_id, uploads, with_object)
+    return out[0]
 
 
 def _encode_channels(

@@ -8,19 +8,21 @@ name before it is used or cached, and a cached object is never stale.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import packs
 from langgraph_s3.core.entries import Envelope, envelope_from_wire
-from langgraph_s3.core.packs import ChunkRef
+from langgraph_s3.core.packs import ChunkRef, Sealed
 from langgraph_s3.core.schema import Row
 from langgraph_s3.errors import (
     CorruptObjectError,
     MissingObjectError,
     NotYetReplicatedError,
     ObjectError,
+    S3SaverError,
 )
 from langgraph_s3.operations import (
     Flow,
@@ -229,34 +231,65 @@ def fetch_chunks(
     return reads.found
 
 
-def upload(
-    core: SaverCore, uploads: Mapping[str, bytes], extra: Sequence[Any] = ()
-) -> Flow[list[Any]]:
-    """Upload blobs nobody has, wait for those another flow is uploading, plus ``extra``.
+def upload(core: SaverCore, sealed: Sealed, extra: Sequence[Any] = ()) -> Flow[list[str]]:
+    """Upload a call's objects (``packs.seal``), wait for the chunks other flows are
+    uploading, and perform ``extra``, all in one round trip.
 
-    Returns the results of ``extra``. All of it is one round trip; a blob whose
-    other uploader failed is uploaded here in a second one.
+    Returns the chunk keys whose other uploader failed: the caller places them again
+    (and must not commit entries that name where that flow meant to put them).
     """
-    known = core.caches.known_blobs
-    # Only an object known to exist under this very key is skipped: a chunk known to
-    # be in a pack (a Span) does not make its loose blob exist. (Another flow can
-    # pack a chunk after this flow chose to upload it loose.)
-    mine, theirs = core.uploads.claim(uploads, lambda key: known.get(key) is True)
-    ops: list[Any] = [S3Put(k, uploads[k], done=f) for k, f in mine.items()]
-    ops += [WaitUpload(k, f) for k, f in theirs.items()]
+    shares = sealed.shares
+    waits: dict[int, tuple[str, Future[bool]]] = {}
+    for key, fut in shares.waits.items():
+        waits.setdefault(id(fut), (key, fut))
+    ops: list[Any] = [S3Put(k, body, done=shares.done[k]) for k, body in shares.bodies.items()]
+    ops += [WaitUpload(key, fut) for key, fut in waits.values()]
     ops += extra
     if not ops:
         return []
+    known = core.caches.known_blobs
     try:
         results = yield ops
     finally:
         # Planning cached the content of a failed upload; nothing must vouch for it.
-        core.uploads.release(mine, lambda key: known.put(key, True), core.caches.objects.pop)
-    waited = results[len(mine) : len(mine) + len(theirs)]
-    retry = {k: uploads[k] for k, ok in zip(theirs, waited, strict=True) if not ok}
-    if retry:
-        yield from upload(core, retry)
-    return list(results[len(mine) + len(theirs) :])
+        core.uploads.release(
+            shares,
+            lambda key: known.put(key, shares.where[key] or True),
+            core.caches.objects.pop,
+        )
+    waited = results[len(shares.bodies) : len(shares.bodies) + len(waits)]
+    lost = {id(fut) for (_, fut), ok in zip(waits.values(), waited, strict=True) if not ok}
+    return [key for key, fut in shares.waits.items() if id(fut) in lost]
+
+
+#: How many times a call places its chunks again after another flow's upload it
+#: was waiting for failed.
+_SHARE_ATTEMPTS = 3
+
+
+def store_chunks(
+    core: SaverCore,
+    thread_id: str,
+    uploads: Mapping[str, bytes],
+    extra: Callable[[Sealed], Sequence[Any]] = lambda _: (),
+) -> Flow[Sealed]:
+    """Place and upload a call's new chunks (``packs.seal``, ``upload``); ``extra``
+    gives what else goes out in the same round trip once they are placed (a
+    checkpoint object, which names where they are).
+
+    If another flow's upload this call was waiting for failed, its chunks are placed
+    again, here, and ``extra`` asked again: nothing that names the failed upload's
+    objects is committed.
+    """
+    for _ in range(_SHARE_ATTEMPTS):
+        sealed = packs.seal(core, thread_id, uploads)
+        lost = yield from upload(core, sealed, extra(sealed))
+        if not lost:
+            return sealed
+    raise S3SaverError(
+        f"uploading {len(uploads)} chunk(s) of thread {thread_id!r} kept failing in "
+        "another call that was storing them too; retry"
+    )
 
 
 def object_key(core: SaverCore, row: Row) -> str:

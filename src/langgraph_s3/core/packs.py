@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from langgraph_s3 import codec
 from langgraph_s3.core.entries import PENDING, Blobs, Entry, Span
+from langgraph_s3.core.uploads import Placement, Shares
 from langgraph_s3.keys import Layout
 
 if TYPE_CHECKING:
@@ -39,10 +40,10 @@ class ChunkRef(NamedTuple):
 
 @dataclass
 class Sealed:
-    """What a call uploads once its new chunks are placed, and where each went."""
+    """Where a call's new chunks went, and what it uploads or waits for (``Shares``)."""
 
-    uploads: dict[str, bytes]
-    #: chunk digest -> its span in this call's pack (None: uploaded loose)
+    shares: Shares
+    #: chunk digest -> where it is (None: a loose blob)
     placed: dict[bytes, Span | None] = field(default_factory=dict)
 
     def resolve(self, entry: Entry) -> Entry:
@@ -55,46 +56,61 @@ class Sealed:
         )
         return replace(entry, spans=spans if any(s is not None for s in spans) else None)
 
-    def remember(self, core: SaverCore, thread_id: str) -> None:
-        """After the upload: these chunks exist now, here."""
-        for digest, span in self.placed.items():
-            core.caches.known_blobs.put(core.layout.blob_key(thread_id, digest.hex()), span or True)
 
-
+#: Fewer new chunks than this stay loose blobs: a pack saves PUTs (one instead of
+#: one per chunk) but costs every later entry naming its chunks ~32 bytes for the
+#: pack and ~6 per chunk, kept in the index with the checkpoints that carry them.
+#: A growing message list uploads one or two chunks a step, where loose blobs are
+#: cheaper; an edited document uploads several.
+PACK_MIN = 3
 #: A pack holds at most this many bytes (a large value makes several, uploaded and
 #: read in parallel, as S3 serves large objects fastest in parts of 8-16 MB).
 PACK_MAX = 8 << 20
 
 
 def seal(core: SaverCore, thread_id: str, uploads: Mapping[str, bytes]) -> Sealed:
-    """Place a call's new chunks (blob key -> framed chunk): packs of up to
-    ``PACK_MAX`` bytes, in order; a chunk that would be alone stays a loose blob."""
-    sealed = Sealed({})
-    group: dict[bytes, bytes] = {}
+    """Place a call's new chunks (blob key -> framed chunk).
+
+    A chunk another flow is uploading is referenced where that flow put it (the
+    upload waits for it); one known to exist, where it is; the rest go into packs of
+    up to ``PACK_MAX`` bytes, in order, or stay loose blobs if there are fewer than
+    ``PACK_MIN`` (or one would be alone in its pack).
+    """
+    shares = core.uploads.share(
+        uploads, core.caches.known_blobs.get, lambda fresh: _place(core, thread_id, fresh)
+    )
+    placed = {bytes.fromhex(k.rsplit("/", 1)[1]): span for k, span in shares.where.items()}
+    return Sealed(shares, placed)
+
+
+def _place(core: SaverCore, thread_id: str, fresh: dict[str, bytes]) -> Placement:
+    out: Placement = {}
+    if len(fresh) < PACK_MIN:
+        return {key: (frame, {key: None}) for key, frame in fresh.items()}
+    group: dict[str, bytes] = {}
     size = 0
-    for key, frame in uploads.items():
+    for key, frame in fresh.items():
         if group and size + len(frame) > PACK_MAX:
-            _close(core, thread_id, group, sealed)
+            out.update(_pack(core, thread_id, group))
             group, size = {}, 0
-        group[bytes.fromhex(key.rsplit("/", 1)[1])] = frame
+        group[key] = frame
         size += len(frame)
-    _close(core, thread_id, group, sealed)
-    return sealed
+    out.update(_pack(core, thread_id, group))
+    return out
 
 
-def _close(core: SaverCore, thread_id: str, group: dict[bytes, bytes], sealed: Sealed) -> None:
+def _pack(core: SaverCore, thread_id: str, group: dict[str, bytes]) -> Placement:
     if len(group) == 1:
-        ((digest, frame),) = group.items()
-        sealed.uploads[core.layout.blob_key(thread_id, digest.hex())] = frame
-        sealed.placed[digest] = None
-    elif group:
-        body = b"".join(group.values())
-        pack = codec.digest_bytes(body)
-        offset = 0
-        for digest, frame in group.items():
-            sealed.placed[digest] = Span(pack, offset, len(frame))
-            offset += len(frame)
-        sealed.uploads[core.layout.pack_key(thread_id, pack.hex())] = body
+        ((key, frame),) = group.items()
+        return {key: (frame, {key: None})}
+    body = b"".join(group.values())
+    pack = codec.digest_bytes(body)
+    spans: dict[str, Span | None] = {}
+    offset = 0
+    for key, frame in group.items():
+        spans[key] = Span(pack, offset, len(frame))
+        offset += len(frame)
+    return {core.layout.pack_key(thread_id, pack.hex()): (body, spans)}
 
 
 def layout_of(entries: Iterable[Entry]) -> int:

@@ -1,61 +1,97 @@
-"""Upload sharing: one upload per blob at a time, whoever else needs it waits.
+"""Upload sharing: one upload per chunk at a time, whoever else needs it waits.
 
 LangGraph hands a new value to the saver twice at once (a task's pending write and
-the next checkpoint). The first flow to plan a blob's upload owns it; another flow
-that needs the same blob meanwhile waits on the owner's future
-(``WaitUpload``) instead of sending the same bytes again, and uploads it itself if
-the owner's upload failed. This is the only state in the core that two flows
-touch at the same time, hence the lock.
+the next checkpoint). The first flow to place a chunk (in a pack of its own, or as a
+loose blob) owns its upload; another flow that needs the same chunk meanwhile
+references it where the owner put it and waits on the owner's future
+(``WaitUpload``) instead of uploading the same bytes again. If the owner's upload
+fails, the waiting flow places the chunk again itself. This is the only state in
+the core that two flows touch at the same time, hence the lock.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from langgraph_s3.core.entries import Span
+
+#: What a flow's own chunks became: object key -> (its body, the chunk keys in it and
+#: where each is in it; None for a loose blob).
+Placement = dict[str, tuple[bytes, dict[str, Span | None]]]
+
+
+@dataclass
+class Shares:
+    """A flow's part of the uploads in progress."""
+
+    #: object key -> body, for the objects this flow uploads
+    bodies: dict[str, bytes] = field(default_factory=dict)
+    #: object key -> the future its upload resolves (True: stored)
+    done: dict[str, Future[bool]] = field(default_factory=dict)
+    #: object key -> the chunk keys it carries
+    members: dict[str, list[str]] = field(default_factory=dict)
+    #: chunk key -> where it is (None: a loose blob), for every chunk asked about
+    where: dict[str, Span | None] = field(default_factory=dict)
+    #: chunk key -> the future of another flow's upload carrying it
+    waits: dict[str, Future[bool]] = field(default_factory=dict)
 
 
 class SharedUploads:
-    """The uploads in progress, by key."""
+    """The chunks being uploaded, by chunk key: the future of the object carrying each
+    and where in that object it is."""
 
     def __init__(self) -> None:
-        self._inflight: dict[str, Future[bool]] = {}
+        self._inflight: dict[str, tuple[Future[bool], Span | None]] = {}
         self._lock = threading.Lock()
 
-    def claim(
-        self, keys: Iterable[str], skip: Callable[[str], bool]
-    ) -> tuple[dict[str, Future[bool]], dict[str, Future[bool]]]:
-        """Split ``keys`` (less those ``skip`` rejects) into the uploads this flow now
-        owns and those another flow is already doing: key -> its ``done`` future."""
-        mine: dict[str, Future[bool]] = {}
-        theirs: dict[str, Future[bool]] = {}
+    def share(
+        self,
+        chunks: Mapping[str, bytes],
+        known: Callable[[str], Span | bool | None],
+        place: Callable[[dict[str, bytes]], Placement],
+    ) -> Shares:
+        """Split a flow's new chunks (chunk key -> framed chunk): those another flow is
+        uploading (wait for it), those known to exist (reference them), and the rest,
+        which ``place`` turns into this flow's objects (upload them)."""
+        shares = Shares()
         with self._lock:
-            for key in keys:
-                if skip(key):
-                    continue
+            fresh: dict[str, bytes] = {}
+            for key, frame in chunks.items():
                 if key in self._inflight:
-                    theirs[key] = self._inflight[key]
+                    shares.waits[key], shares.where[key] = self._inflight[key]
+                    continue
+                stored = known(key)
+                if stored is not None:
+                    shares.where[key] = stored if isinstance(stored, Span) else None
                 else:
-                    mine[key] = self._inflight[key] = Future()
-        return mine, theirs
+                    fresh[key] = frame
+            for obj, (body, spans) in place(fresh).items():
+                fut: Future[bool] = Future()
+                shares.bodies[obj], shares.done[obj] = body, fut
+                shares.members[obj] = list(spans)
+                for key, span in spans.items():
+                    shares.where[key] = span
+                    self._inflight[key] = (fut, span)
+        return shares
 
     def release(
-        self,
-        mine: dict[str, Future[bool]],
-        uploaded: Callable[[str], None],
-        failed: Callable[[str], None],
+        self, shares: Shares, uploaded: Callable[[str], None], failed: Callable[[str], None]
     ) -> None:
-        """End this flow's uploads, calling ``uploaded`` or ``failed`` for each key.
+        """End this flow's uploads, calling ``uploaded`` or ``failed`` for each chunk.
 
-        The callbacks run under the lock, so no other flow claims a key between its
+        The callbacks run under the lock, so no other flow places a chunk between its
         upload ending and the caches learning the outcome. A future the driver never
-        resolved (the flow stopped early) counts as failed and is resolved so,
-        waking anyone who waits on it.
+        resolved (the flow stopped early) counts as failed and is resolved so, waking
+        anyone who waits on it.
         """
         with self._lock:
-            for key, fut in mine.items():
-                if self._inflight.get(key) is fut:
-                    del self._inflight[key]
+            for obj, fut in shares.done.items():
                 if not fut.done():
                     fut.set_result(False)
-                (uploaded if fut.result() else failed)(key)
+                for key in shares.members[obj]:
+                    if self._inflight.get(key, (None, None))[0] is fut:
+                        del self._inflight[key]
+                    (uploaded if fut.result() else failed)(key)

@@ -16,12 +16,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import codec
-from langgraph_s3.core import packs
 from langgraph_s3.core.commit import check_owner, ownership_parts
 from langgraph_s3.core.config import WRITE_INLINE_THRESHOLD, checkpoint_id_of, thread_ns
 from langgraph_s3.core.entries import Inline, Record
 from langgraph_s3.core.index import Transact, WritesUpdate, writes_updates
-from langgraph_s3.core.objects import upload
+from langgraph_s3.core.objects import store_chunks
 from langgraph_s3.core.values import encode_value, writes_value
 from langgraph_s3.errors import InvalidConfigError, S3SaverError
 from langgraph_s3.operations import Flow, perform
@@ -56,15 +55,13 @@ def put_writes(
         return
     records, uploads = _encode_writes(core, thread_id, writes, task_id)
     packed = _pack_within_budget(core, thread_id, writes, records, uploads)
-    sealed = packs.seal(core, thread_id, uploads)
+    sealed = yield from store_chunks(core, thread_id, uploads)
     for i, record in records.items():
         entry = sealed.resolve(record.entry)
-        if entry is not record.entry:
+        if entry is not record.entry:  # its chunks are placed now
             packed[i] = codec.pack_record(
                 Record(record.channel, entry).wire(), core.compression_level
             )
-    yield from upload(core, sealed.uploads)
-    sealed.remember(core, thread_id)
 
     pk = core.layout.pk(thread_id)
     sk = core.layout.writes_sk(ns, cid, task_id)
