@@ -121,6 +121,10 @@ def failed(op: Op, exc: ClientError, *, bucket: str, table: str, region: str | N
     code = error_code(exc)
     if isinstance(op, S3Get) and is_missing_key(exc):
         return None
+    if isinstance(op, S3Get) and op.start is not None and code == "InvalidRange":
+        # The pack is shorter than the index says: no bytes, which the chunk check
+        # reports as damage naming the pack (and a prefetch hint just skips).
+        return b""
     if isinstance(op, IndexRequest) and code in op.expect:
         return op.refused(code, exc.response)
     if isinstance(op, CreateBucket) and code == "BucketAlreadyOwnedByYou":

@@ -194,3 +194,33 @@ def test_two_or_fewer_new_chunks_stay_loose_blobs() -> None:
     keys = [core.layout.blob_key("t1", f"{i:064x}") for i in range(2)]
     sealed = packs.seal(core, "t1", dict.fromkeys(keys, b"frame"))
     assert sorted(sealed.shares.bodies) == keys and set(sealed.placed.values()) == {None}
+
+
+def test_a_body_that_re_uses_packed_chunks_is_version_2_though_it_uploads_nothing() -> None:
+    """An older release must be told to upgrade (UnsupportedFormatError), not see an
+    unknown entry kind, whenever a body names a pack, also when the put uploaded none."""
+    core = make_core()
+    first = store(
+        config(), checkpoint("c01", {"doc": DOC, "x": 1}, {"doc": "1.a", "x": "1.a"}), core=core
+    )
+    second = store(
+        config(cid="c01"),
+        checkpoint("c02", {"doc": DOC, "x": 2}, {"doc": "1.a", "x": "2.a"}),
+        new_versions={"x": "2.a"},
+        core=core,
+    )
+    assert first.objects and not second.objects
+    body = second.item[schema.BODY]["B"]
+    assert body[len(codec.MAGIC)] == codec.LAYOUT_PACKS
+
+
+def test_a_warm_read_of_a_body_in_s3_sends_no_range_again() -> None:
+    stored = store(config(), checkpoint("c01", {"doc": DOC}), core=make_core(index_inline_limit=0))
+    core = make_core()
+    first = Script(read.get_tuple(core, config(cid="c01")))
+    first.expect(is_query, page([stored.item]))
+    assert first.drain(from_bucket(stored.objects)) is not None
+    again = Script(read.get_tuple(core, config(cid="c01")))
+    again.expect(is_query, page([stored.item]))
+    tup = again.returns()  # object, chunks: all cached, no GET
+    assert tup is not None and tup.checkpoint["channel_values"] == {"doc": DOC}

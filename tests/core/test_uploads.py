@@ -57,3 +57,11 @@ def test_release_leaves_a_newer_upload_of_the_same_chunk_alone() -> None:
     uploads.release(first, lambda k: None, lambda k: None)  # a late second release
     third = uploads.share({"k": b"K"}, nothing_known, loose)
     assert third.waits == {"k": second.done["k"]}
+
+
+def test_an_upload_that_already_failed_is_placed_again_not_waited_for() -> None:
+    uploads = SharedUploads()
+    first = uploads.share({"k": b"K"}, nothing_known, loose)
+    first.done["k"].set_result(False)  # its PUT failed; its flow has not released yet
+    second = uploads.share({"k": b"K"}, nothing_known, loose)
+    assert second.waits == {} and second.bodies == {"k": b"K"}

@@ -190,3 +190,12 @@ def test_transport_failures_become_typed_errors() -> None:
     assert isinstance(unreachable, EndpointError) and "http://x:1" in str(unreachable)
     other = ValueError("x")
     assert translate_transport(other, endpoint=None) is other
+
+
+def test_a_range_past_the_end_of_a_pack_reads_as_no_bytes() -> None:
+    """S3 answers 416 when a range starts past the object's end (a truncated pack):
+    no bytes, which the chunk check reports as damage naming the pack."""
+    ranged = S3Get("t/b/p.pack", start=5000, end=5100)
+    exc = client_error("InvalidRange", "GetObject")
+    assert failed(ranged, exc, bucket="b", table="t", region=None) == b""
+    assert call_spec(ranged, "b", None)[2]["Range"] == "bytes=5000-5099"

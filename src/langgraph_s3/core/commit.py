@@ -129,7 +129,9 @@ def _upload_values(
     out = [body]
 
     def with_object(sealed: packs.Sealed) -> list[Any]:
-        if sealed.placed:
+        layout = packs.layout_of(pending.values())
+        if sealed.placed or layout != envelope.format:
+            # Also when nothing was uploaded: an unchanged value may name packed chunks.
             envelope.channels = {name: sealed.resolve(e) for name, e in pending.items()}
             fresh.update({name: envelope.channels[name] for name in pending_fresh})
             envelope.format = packs.layout_of(envelope.channels.values())

@@ -283,7 +283,13 @@ def store_chunks(
     """
     for _ in range(_SHARE_ATTEMPTS):
         sealed = packs.seal(core, thread_id, uploads)
-        lost = yield from upload(core, sealed, extra(sealed))
+        try:
+            also = list(extra(sealed))
+        except BaseException:
+            # Placed but never sent: release, or those waiting on them would hang.
+            core.uploads.release(sealed.shares, lambda key: None, core.caches.objects.pop)
+            raise
+        lost = yield from upload(core, sealed, also)
         if not lost:
             return sealed
     raise S3SaverError(

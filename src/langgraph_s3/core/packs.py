@@ -50,8 +50,10 @@ class Sealed:
         """``entry`` with its pending chunks placed (unchanged if it has none)."""
         if not isinstance(entry, Blobs) or entry.spans is None or PENDING not in entry.spans:
             return entry
+        # Every pending chunk was placed by seal (a missing one is a bug, not a
+        # loose blob: naming a blob that was never uploaded would lose the value).
         spans = tuple(
-            self.placed.get(d) if s is PENDING else s
+            self.placed[d] if s is PENDING else s
             for d, s in zip(entry.digests, entry.spans, strict=True)
         )
         return replace(entry, spans=spans if any(s is not None for s in spans) else None)

@@ -20,7 +20,7 @@ from langgraph_s3.core import packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns
 from langgraph_s3.core.entries import Entry, Envelope
 from langgraph_s3.core.index import Item, Query, TouchHead
-from langgraph_s3.core.objects import fetch_chunks, read_envelopes
+from langgraph_s3.core.objects import fetch_chunks, object_key, read_envelopes
 from langgraph_s3.core.packs import ChunkRef
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.schema import Row, WritesRow
@@ -126,9 +126,11 @@ def load(
         for row, _ in found
         for d in row.prefetch
     ]
+    # Only beside an object still to be read: a cached one's chunks are cached too.
     ranges = [
         S3Get(core.layout.pack_key(row.thread_id, d.hex()), start=start, end=end)
         for row, _ in found
+        if core.caches.objects.get(object_key(core, row)) is None
         for d, start, end in row.pack_ranges
     ]
     fetched: dict[str, bytes] = {}

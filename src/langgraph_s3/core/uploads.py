@@ -60,8 +60,11 @@ class SharedUploads:
         with self._lock:
             fresh: dict[str, bytes] = {}
             for key, frame in chunks.items():
-                if key in self._inflight:
-                    shares.waits[key], shares.where[key] = self._inflight[key]
+                owner = self._inflight.get(key)
+                # An upload that already failed (its flow has not released it yet)
+                # is nobody's: this flow places the chunk itself.
+                if owner is not None and not (owner[0].done() and not owner[0].result()):
+                    shares.waits[key], shares.where[key] = owner
                     continue
                 stored = known(key)
                 if stored is not None:
