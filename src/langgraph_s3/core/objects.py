@@ -150,13 +150,14 @@ class _Reads:
                 self.found[ref.key] = hit
             else:
                 by_object.setdefault(ref.pack or ref.key, []).append(ref)
+        # A pack is at most packs.PACK_MAX bytes, so one range per pack; large values
+        # make several packs, read in parallel.
         for key, group in by_object.items():
-            for part in _parts(group):
-                spans = [r.span for r in part if r.span is not None]
-                start = min((s.offset for s in spans), default=None)
-                end = max((s.offset + s.length for s in spans), default=None)
-                self.gets.append(S3Get(key, start=start, end=end))
-                self.groups.append(part)
+            spans = [r.span for r in group if r.span is not None]
+            start = min((s.offset for s in spans), default=None)
+            end = max((s.offset + s.length for s in spans), default=None)
+            self.gets.append(S3Get(key, start=start, end=end))
+            self.groups.append(group)
 
     def settle(
         self, core: SaverCore, bodies: Sequence[bytes | None], required: Iterable[ChunkRef]
@@ -171,22 +172,6 @@ class _Reads:
                     if ref.key in needed:
                         raise
         return self.found
-
-
-def _parts(group: list[ChunkRef]) -> list[list[ChunkRef]]:
-    """The chunks of one object in ranges of at most ``packs.PACK_MAX`` bytes, read in
-    parallel (a loose blob is one part)."""
-    if group[0].span is None:
-        return [group]
-    parts: list[list[ChunkRef]] = []
-    start = -1
-    for ref in sorted(group, key=lambda r: r.span.offset if r.span else 0):
-        assert ref.span is not None
-        if not parts or ref.span.offset + ref.span.length - start > packs.PACK_MAX:
-            parts.append([])
-            start = ref.span.offset
-        parts[-1].append(ref)
-    return parts
 
 
 def _from_range(core: SaverCore, ref: ChunkRef, start: int, data: bytes) -> bytes | None:

@@ -1,12 +1,13 @@
 """How the chunks one call uploads are stored: as one pack, so a step costs one PUT.
 
-A ``put`` or ``put_writes`` that has more than one new chunk to upload writes them
-as one object, ``{thread}/b/{sha256}.pack``: their blob frames one after the other.
+A ``put`` or ``put_writes`` that has at least ``PACK_MIN`` (3) new chunks to upload
+writes them as one object, ``{thread}/b/{sha256}.pack``: their blob frames one after the other.
 Each value entry then says, per chunk, which pack holds it and where (a
 :class:`~langgraph_s3.core.entries.Span`); a reader fetches the chunks of one pack
 with one ranged GET and checks each against its digest, as it does a loose blob.
-A call with a single new chunk keeps it a loose blob (``b/{sha256}``), as layout 1
-did: one PUT either way, and older releases can still read it.
+A call with fewer new chunks keeps them loose blobs (``b/{sha256}``), as layout 1
+did: a pack would save a PUT or two but cost every later entry that names its
+chunks the pack's digest, and older releases can still read loose blobs.
 
 Chunks are still named by their digest, so deduplication works across packs and
 loose blobs alike: a chunk already stored (in a pack or loose) is referenced where
