@@ -23,11 +23,13 @@ from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
 
 MAGIC = b"LGS3"
 #: The newest layout this library reads (and writes where it is needed).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: Layout 1: checkpoint bodies, loose blobs, records.
 LAYOUT_1 = 1
 #: Layout 2: value entries may name chunks inside packs (``["p", ...]``).
 LAYOUT_PACKS = 2
+#: Layout 3: a value with many chunks may name its chunk list (``["l", ...]``).
+LAYOUT_LISTS = 3
 KIND_CHECKPOINT = b"C"
 KIND_BLOB = b"B"
 _HEADER_LEN = len(MAGIC) + 2
@@ -126,6 +128,10 @@ def unframe(data: bytes, *, key: str, kind: bytes) -> bytes:
             f"object {key!r} is a {found!r} object where a {kind!r} object was expected",
             key=key,
         )
+    if kind == KIND_BLOB and version != LAYOUT_1:
+        # Every layout so far writes blob frames as version 1, and a blob's digest
+        # covers its payload only: any other version this library reads is damage.
+        raise CorruptObjectError(f"blob {key!r} has format version {version}", key=key)
     return decompress(data[_HEADER_LEN:], key=key)
 
 

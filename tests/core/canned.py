@@ -19,7 +19,7 @@ from langgraph_s3.core import SaverCore, schema
 from langgraph_s3.core.commit import put
 from langgraph_s3.core.index import Page, Transact, WritesUpdate
 from langgraph_s3.core.writes import put_writes
-from langgraph_s3.operations import S3Get, S3Put, WaitUpload
+from langgraph_s3.operations import IndexRequest, S3Get, S3Put, WaitUpload
 from tests.core.script import Script
 
 #: The saver clock of every canned core (2023-11-14T22:13:20Z).
@@ -165,3 +165,13 @@ def from_bucket(objects: Mapping[str, bytes]) -> Any:
         return body if body is None else body[op.start : op.end]
 
     return answer
+
+
+def is_query(op: Any) -> bool:
+    """Whether a request is an index query (``Script.expect`` matcher)."""
+    return isinstance(op, IndexRequest) and op.method == "query"
+
+
+def only_gets(ops: Sequence[Any]) -> bool:
+    """Whether a round trip holds S3 GETs only (``Script.expect`` matcher)."""
+    return all(isinstance(op, S3Get) for op in ops)

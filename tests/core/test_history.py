@@ -17,6 +17,7 @@ from tests.core.canned import (
     checkpoint,
     config,
     from_bucket,
+    is_query,
     make_core,
     page,
     store,
@@ -25,10 +26,6 @@ from tests.core.canned import (
 from tests.core.script import Script
 
 BIG = os.urandom(12_000).hex()
-
-
-def is_query(op: Any) -> bool:
-    return isinstance(op, IndexRequest) and op.method == "query"
 
 
 def newest_first(*stored: Stored) -> list[dict[str, Any]]:

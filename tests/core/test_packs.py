@@ -12,11 +12,12 @@ from langgraph_s3.core import packs, read, schema
 from langgraph_s3.core.entries import PENDING, Blobs, Inline, Span, entry_from_wire
 from langgraph_s3.core.packs import ChunkRef
 from langgraph_s3.errors import CorruptObjectError
-from langgraph_s3.operations import S3Get, S3Put
+from langgraph_s3.operations import S3Get
 from tests.core.canned import (
     checkpoint,
     config,
     from_bucket,
+    is_query,
     make_core,
     page,
     store,
@@ -28,10 +29,6 @@ from tests.core.script import Script
 DOC = os.urandom(200_000).hex()
 #: 24 KB: one chunk.
 ONE = os.urandom(12_000).hex()
-
-
-def is_query(op: object) -> bool:
-    return not isinstance(op, S3Get | S3Put)
 
 
 def test_one_new_chunk_stays_a_loose_blob_and_the_entry_is_layout_1() -> None:

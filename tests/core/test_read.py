@@ -4,7 +4,6 @@ one round trip, and assembling the tuple. Items and objects come from real puts.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
 
@@ -12,7 +11,16 @@ from langgraph_s3 import guard
 from langgraph_s3.core import read, schema
 from langgraph_s3.core.entries import Inline
 from langgraph_s3.operations import IndexRequest, S3Get
-from tests.core.canned import checkpoint, config, from_bucket, make_core, page, store, store_writes
+from tests.core.canned import (
+    checkpoint,
+    config,
+    from_bucket,
+    is_query,
+    make_core,
+    page,
+    store,
+    store_writes,
+)
 from tests.core.script import Script
 
 BIG = os.urandom(12_000).hex()
@@ -23,10 +31,6 @@ def found(script: Script[CheckpointTuple | None]) -> CheckpointTuple:
     tup = script.returns()
     assert tup is not None
     return tup
-
-
-def is_query(op: Any) -> bool:
-    return isinstance(op, IndexRequest) and op.method == "query"
 
 
 def test_the_latest_checkpoint_is_one_query_and_nothing_else() -> None:

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from langgraph_s3.core.entries import Span
+from langgraph_s3.core.entries import Listed, Span
 from langgraph_s3.core.uploads import Placement, SharedUploads
 
 SPAN = Span(b"\x01" * 32, 0, 1)
 
 
-def loose(fresh: dict[str, bytes]) -> Placement:
-    return {key: (frame, {key: None}) for key, frame in fresh.items()}
+Made = dict[bytes, tuple[str, Listed]]
 
 
-def packed(fresh: dict[str, bytes]) -> Placement:
-    return {"pack": (b"".join(fresh.values()), dict.fromkeys(fresh, SPAN))}
+def loose(
+    fresh: dict[str, bytes], where: dict[str, Span | None], lists: list[bytes]
+) -> tuple[Placement, Made]:
+    return {key: (frame, {key: None}) for key, frame in fresh.items()}, {}
+
+
+def packed(
+    fresh: dict[str, bytes], where: dict[str, Span | None], lists: list[bytes]
+) -> tuple[Placement, Made]:
+    return {"pack": (b"".join(fresh.values()), dict.fromkeys(fresh, SPAN))}, {}
 
 
 def nothing_known(key: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from langgraph_s3 import S3Saver
+from langgraph_s3 import S3Saver, codec
 from langgraph_s3.gc import collect, parse_duration
 from tests.conftest import Backend
 
@@ -252,6 +253,52 @@ def test_collector_never_removes_what_a_committed_checkpoint_needs(
             assert full is not None and full.checkpoint["id"] == tup.checkpoint["id"]
             loaded += 1
     assert loaded >= len(threads)
+
+
+def test_chunks_named_only_by_a_chunk_list_are_kept_then_collected(
+    inproc_backend: Backend,
+) -> None:
+    """A 1.6 MB document (about 100 chunks) is named through its chunk list by the
+    task's write and by the checkpoints (layout 3). After an edit and a prune, most
+    of its chunks are in the first pack and named only by the new list, in another
+    pack: the collector reads the list and keeps them, and collects everything once
+    the thread has expired."""
+    doc = os.urandom(800_000).hex()
+    edited = doc[:1000] + "x" * 2000 + doc[3000:]
+
+    def draft(state: State) -> State:
+        return {"document": doc if state["request"] == "first" else edited}
+
+    b = StateGraph(State)
+    b.add_node("draft", draft)
+    b.add_edge(START, "draft")
+    b.add_edge("draft", END)
+    cfg = {"configurable": {"thread_id": "doc-1"}}
+    for request in ("first", "edit"):
+        b.compile(checkpointer=inproc_backend.saver()).invoke({"request": request}, cfg)
+    saver = inproc_backend.saver()
+    saver.prune(["doc-1"], strategy="keep_latest")
+    stored = thread_objects(inproc_backend, saver, "doc-1")
+    assert any(k.endswith(".pack") for k in stored)
+    assert not any("/c/" in k for k in stored)
+    bodies = [i["b"]["B"] for i in inproc_backend.items() if "b" in i]
+    assert bodies and all(body[4] == codec.LAYOUT_LISTS for body in bodies)
+
+    deleted = 0
+    for _ in range(2):  # with no grace, a second run deletes whatever the first condemned
+        report = collect(inproc_backend.saver(), grace=0)
+        assert not report.errors
+        deleted += report.objects_deleted
+    got = inproc_backend.saver().get_tuple(cfg)
+    assert got is not None and got.checkpoint["channel_values"]["document"] == edited
+    assert deleted == len(stored - thread_objects(inproc_backend, saver, "doc-1"))
+
+    clock = Clock()
+    clock.advance(2 * DAY)  # idle past its TTL: the index goes, the objects are garbage
+    report = collect(inproc_backend.saver(clock=clock), grace=0, idle_ttl=DAY)
+    assert report.threads_expired == ["doc-1"]
+    collect(inproc_backend.saver(clock=clock), grace=0)
+    assert not thread_objects(inproc_backend, saver, "doc-1")
 
 
 def test_dry_run_deletes_nothing_and_cli_reports(server_backend: Backend) -> None:

@@ -28,11 +28,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
-from langgraph_s3.core.entries import Envelope
+from langgraph_s3.core import lists
+from langgraph_s3.core.entries import Envelope, Listed
 from langgraph_s3.core.inventory import (
     last_activity_ms,
     scan_items,
@@ -41,6 +42,7 @@ from langgraph_s3.core.inventory import (
 )
 from langgraph_s3.core.objects import (
     delete_objects,
+    fetch_chunks,
     get_objects,
     list_pages,
     object_key,
@@ -159,6 +161,8 @@ class _Run:
     scanned: int = 0
     #: Thread folders the sweep spares: something in them could not be read.
     protected: list[str] = field(default_factory=list)
+    #: Chunk lists found but not read yet: (thread folder, entry).
+    listed: list[tuple[str, Listed]] = field(default_factory=list)
 
     def tick(self, stage: str, done: int, total: int) -> None:
         if self.progress is not None:
@@ -209,6 +213,7 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
             orphans = []
         run.tick("mark", done, total)
     yield from _mark_checkpoints(run, rows)
+    yield from _mark_lists(run)
     yield from _drop_orphans(run, orphans)
 
 
@@ -247,7 +252,10 @@ def _mark_thread(
                 _protect(run, folder, exc)  # what it references is unknown
                 continue
             for _, rec in records:
-                referenced.extend(objects_in(folder, rec.entry))
+                if isinstance(rec.entry, Listed):
+                    run.listed.append((folder, rec.entry))
+                else:
+                    referenced.extend(objects_in(folder, rec.entry))
     run.store.reference(referenced)  # one transaction per thread
     return rows
 
@@ -271,8 +279,36 @@ def _mark_checkpoints(run: _Run, rows: list[Row]) -> Flow[None]:
         if env is not None:
             folder = run.core.layout.thread_prefix(row.thread_id)
             for entry in env.channels.values():
-                referenced.extend(objects_in(folder, entry))
+                if isinstance(entry, Listed):
+                    run.listed.append((folder, entry))
+                else:
+                    referenced.extend(objects_in(folder, entry))
     run.store.reference(referenced)  # one transaction per batch
+    yield from _mark_lists(run)
+
+
+def _mark_lists(run: _Run) -> Flow[None]:
+    """Read the chunk lists found so far and record them and what they list."""
+    listed = list(dict.fromkeys(run.listed))
+    run.listed.clear()
+    if not listed:
+        return
+    refs = [lists.ref_in(folder, entry) for folder, entry in listed]
+    payloads: dict[str, bytes] | None
+    try:
+        payloads = yield from fetch_chunks(run.core, refs)
+    except ObjectError:
+        payloads = None  # read them one by one, to find which failed
+    referenced = []
+    for (folder, entry), ref in zip(listed, refs, strict=True):
+        try:
+            got = payloads if payloads is not None else (yield from fetch_chunks(run.core, [ref]))
+            blobs = lists.open_list(entry, got[ref.key], ref.key)
+        except ObjectError as exc:
+            _protect(run, folder, exc)  # what it lists is unknown
+            continue
+        referenced.extend(objects_in(folder, replace(entry, blobs=blobs)))
+    run.store.reference(referenced)
 
 
 def _sweep(run: _Run, protected: tuple[str, ...]) -> Flow[None]:

@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_s3 import codec, guard
-from langgraph_s3.core import packs, schema, values
+from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
 from langgraph_s3.core.entries import Blobs, Entry, Envelope
 from langgraph_s3.core.index import (
@@ -107,6 +107,7 @@ def put(
     for name, entry in fresh.items():
         values.cache_entry(core, thread_id, ns, name, versions[name], entry)
         values.remember_latest(core, thread_id, ns, name, entry)
+        values.remember_value(core, thread_id, entry)
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
 
@@ -130,7 +131,7 @@ def _upload_values(
 
     def with_object(sealed: packs.Sealed) -> list[Any]:
         layout = packs.layout_of(pending.values())
-        if sealed.placed or layout != envelope.format:
+        if sealed.placed or sealed.lists or layout != envelope.format:
             # Also when nothing was uploaded: an unchanged value may name packed chunks.
             envelope.channels = {name: sealed.resolve(e) for name, e in pending.items()}
             fresh.update({name: envelope.channels[name] for name in pending_fresh})
@@ -143,7 +144,8 @@ def _upload_values(
         )
         return [S3Put(key, out[0])]
 
-    yield from store_chunks(core, envelope.thread_id, uploads, with_object)
+    todo = lists.pending(pending.values())
+    yield from store_chunks(core, envelope.thread_id, uploads, with_object, todo)
     return out[0]
 
 
@@ -180,6 +182,7 @@ def _encode_channels(
                 core.caches.latest.get((thread_id, ns, name)),
             )
             uploads.update(blobs)
+            entry = lists.spill(entry)
             fresh[name] = entry
         entries[name] = entry
     return entries, uploads, fresh

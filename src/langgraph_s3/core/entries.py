@@ -14,6 +14,11 @@ written stays byte for byte what older releases wrote and read.
   stored in packs (layout 2), ``["p", type, digests, sizes, head, stable, packs,
   where]``: ``packs`` the pack digests, ``where`` three integers per chunk (pack
   index, offset, length of its frame in the pack; ``-1, 0, 0`` for a loose blob).
+- :class:`Listed`: ``["l", digest, size]`` or ``["l", digest, size, pack, offset,
+  length]`` (layout 3), a value with many chunks whose ``"r"``/``"p"`` entry is
+  itself stored once, as a blob (a *chunk list*, :mod:`langgraph_s3.core.lists`),
+  loose or in a pack: the entry names that blob's digest and size, and where it is
+  packed.
 - :class:`Record`: ``[channel, entry]``, one pending write.
 - :class:`Envelope`: the map a checkpoint object (or index body) holds.
 """
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from langgraph_s3.errors import CorruptObjectError
 
@@ -48,6 +53,15 @@ class Span:
     length: int
 
 
+class ChunkRef(NamedTuple):
+    """One chunk to read: its own (loose blob) key, which names it in caches and
+    payloads, and where it is packed (``span`` and the pack's key), if it is."""
+
+    key: str
+    span: Span | None = None
+    pack: str | None = None
+
+
 #: A chunk whose pack is not built yet (``packs.seal`` replaces it before anything
 #: is stored; its wire form only has to be as long as a real one's).
 PENDING = Span(b"\0" * 32, 1 << 31, 1 << 20)
@@ -67,6 +81,9 @@ class Blobs:
     #: Per chunk, where it is packed (None: a loose blob). None: every chunk is loose,
     #: and the entry is written as layout 1 wrote it.
     spans: tuple[Span | None, ...] | None = None
+    #: SHA-256 of the serialized value, when this saver made the entry (not stored):
+    #: lets the next call that stores the same value re-use the entry.
+    value: bytes | None = field(default=None, compare=False, repr=False)
 
     def wire(self) -> list[Any]:
         out = ["r", self.type, list(self.digests), list(self.sizes), self.head]
@@ -95,7 +112,31 @@ class Blobs:
         return max(0, min(self.stable, len(self.digests)))
 
 
-Entry = Inline | Blobs
+@dataclass(frozen=True)
+class Listed:
+    """A value whose :class:`Blobs` entry is stored as a blob of its own (see the
+    module docstring); ``blobs`` is that entry once it is known (written or read)."""
+
+    digest: bytes
+    size: int
+    #: where the chunk list is packed (None: a loose blob)
+    span: Span | None
+    blobs: Blobs | None = field(default=None, compare=False, repr=False)
+
+    def wire(self) -> list[Any]:
+        out: list[Any] = ["l", self.digest, self.size]
+        if self.span is not None:
+            out += [self.span.pack, self.span.offset, self.span.length]
+        return out
+
+    def resolved(self) -> Blobs:
+        """The entry this chunk list holds; it must have been read (``lists.expand``)."""
+        if self.blobs is None:
+            raise AssertionError(f"chunk list {self.digest.hex()} was not read before use")
+        return self.blobs
+
+
+Entry = Inline | Blobs | Listed
 
 
 def entry_from_wire(raw: Any, what: str, key: str) -> Entry:
@@ -112,9 +153,11 @@ def entry_from_wire(raw: Any, what: str, key: str) -> Entry:
             return Blobs(_text(raw[1]), digests, sizes, _bytes(raw[4]), stable)
         if kind == "p" and len(raw) == 8:
             return _packed_from_wire(raw)
+        if kind == "l" and len(raw) in (3, 6):
+            return _listed_from_wire(raw)
     except (TypeError, ValueError, IndexError) as exc:
         raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key) from exc
-    if kind in ("i", "r", "p"):
+    if kind in ("i", "r", "p", "l"):
         raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key)
     raise CorruptObjectError(f"{what} in {key!r} has unknown entry kind {kind!r}", key=key)
 
@@ -133,6 +176,18 @@ def _packed_from_wire(raw: Any) -> Blobs:
             raise ValueError("negative span")
         spans.append(None if index == -1 else Span(packs[index], offset, length))
     return Blobs(_text(raw[1]), digests, sizes, _bytes(raw[4]), _int(raw[5]), tuple(spans))
+
+
+def _listed_from_wire(raw: Any) -> Listed:
+    digest, size = _bytes(raw[1]), _int(raw[2])
+    if len(digest) != 32 or size < 0:
+        raise ValueError("not a chunk list reference")
+    span = None
+    if len(raw) == 6:
+        span = Span(_bytes(raw[3]), _int(raw[4]), _int(raw[5]))
+        if len(span.pack) != 32 or span.offset < 0 or span.length < 0:
+            raise ValueError("negative span")
+    return Listed(digest, size, span)
 
 
 def _text(value: Any) -> str:
@@ -207,8 +262,15 @@ class Envelope:
         }
 
     def blob_references(self) -> int:
-        """How many blobs the channel entries name (counting repeats)."""
-        return sum(len(e.digests) for e in self.channels.values() if isinstance(e, Blobs))
+        """How many blobs the channel entries name (counting repeats; a chunk list
+        counts as one blob plus, once read, the chunks it names)."""
+        count = 0
+        for e in self.channels.values():
+            if isinstance(e, Listed):
+                count += 1 + (0 if e.blobs is None else len(e.blobs.digests))
+            elif isinstance(e, Blobs):
+                count += len(e.digests)
+        return count
 
 
 def envelope_from_wire(raw: Any, key: str) -> Envelope:

@@ -20,11 +20,11 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from langgraph_s3.core import packs, schema, values
+from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, ns_value, thread_ns
 from langgraph_s3.core.entries import Entry, Envelope
 from langgraph_s3.core.index import Item, ListFilter, Query, ScanCheckpoints
-from langgraph_s3.core.objects import fetch_chunks, read_envelope
+from langgraph_s3.core.objects import fetch_chunks, read_envelope, read_lists
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.read import latest, load, sorted_writes
 from langgraph_s3.core.schema import Row, WritesRow
@@ -319,6 +319,14 @@ def _decode_history(
     collected: list[list[tuple[str, str, Entry, str]]],
     seeds: Seeds,
 ) -> Flow[dict[str, DeltaChannelHistory]]:
+    pairs = [(thread_id, e) for entries in collected for _, _, e, _ in entries]
+    found = yield from read_lists(core, [*pairs, *((thread_id, e) for e, _ in seeds.values())])
+    if found:
+        collected = [
+            [(t, c, lists.expand(thread_id, e, found), sk) for t, c, e, sk in entries]
+            for entries in collected
+        ]
+        seeds = {ch: (lists.expand(thread_id, e, found), env) for ch, (e, env) in seeds.items()}
     refs = [
         ref
         for entries in collected

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
-from langgraph_s3.core import schema
+from langgraph_s3.core import lists, schema
 from langgraph_s3.core.entries import Envelope, envelope_from_wire
 from langgraph_s3.core.index import Page, ScanSegment
-from langgraph_s3.core.objects import get_objects, list_keys, list_pages
+from langgraph_s3.core.objects import get_objects, list_keys, list_pages, read_lists
 from langgraph_s3.core.paging import thread_items
 from langgraph_s3.core.schema import parse_row, pk_of
 from langgraph_s3.core.scratch import Scratch
@@ -186,6 +186,7 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
     items = yield from thread_items(core, thread_id)
     stored = raw = references = checkpoints = 0
     blobs = 0
+    envs: list[Envelope] = []
     for start in range(0, len(keys), _FIGURES_BATCH):
         part = keys[start : start + _FIGURES_BATCH]
         bodies = yield from get_objects(core, part)
@@ -204,11 +205,16 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
                 continue
             size, env = open_body(body, key)
             raw, checkpoints = raw + size, checkpoints + 1
-            references += env.blob_references()
+            envs.append(env)
     in_index = [parse_row(i).body for i in items if schema.is_checkpoint_item(i)]
     for body in (b for b in in_index if b is not None):
         size, env = open_body(body, "index")
         stored, raw, checkpoints = stored + len(body), raw + size, checkpoints + 1
+        envs.append(env)
+    # A chunk list counts as a blob reference, and so does each chunk it names.
+    found = yield from read_lists(core, [(thread_id, e) for v in envs for e in v.channels.values()])
+    for env in envs:
+        lists.expand_envelope(env, thread_id, found)
         references += env.blob_references()
     return {
         "checkpoints": checkpoints,

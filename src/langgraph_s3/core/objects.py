@@ -13,9 +13,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
-from langgraph_s3.core import packs
-from langgraph_s3.core.entries import Envelope, envelope_from_wire
-from langgraph_s3.core.packs import ChunkRef, Sealed
+from langgraph_s3.core import lists, packs
+from langgraph_s3.core.entries import Blobs, ChunkRef, Entry, Envelope, envelope_from_wire
+from langgraph_s3.core.packs import Sealed
 from langgraph_s3.core.schema import Row
 from langgraph_s3.errors import (
     CorruptObjectError,
@@ -216,6 +216,18 @@ def fetch_chunks(
     return reads.found
 
 
+def read_lists(
+    core: SaverCore, pairs: Sequence[tuple[str, Entry]]
+) -> Flow[dict[tuple[str, bytes], Blobs]]:
+    """What the chunk lists among (thread id, entry) pairs hold (one round trip for
+    those not cached): see ``lists.expand``."""
+    wanted = lists.refs(core, pairs)
+    if not wanted:
+        return {}
+    payloads = yield from fetch_chunks(core, wanted)
+    return lists.decode(core, pairs, payloads)
+
+
 def upload(core: SaverCore, sealed: Sealed, extra: Sequence[Any] = ()) -> Flow[list[str]]:
     """Upload a call's objects (``packs.seal``), wait for the chunks other flows are
     uploading, and perform ``extra``, all in one round trip.
@@ -257,8 +269,10 @@ def store_chunks(
     thread_id: str,
     uploads: Mapping[str, bytes],
     extra: Callable[[Sealed], Sequence[Any]] = lambda _: (),
+    todo: Sequence[Blobs] = (),
 ) -> Flow[Sealed]:
-    """Place and upload a call's new chunks (``packs.seal``, ``upload``); ``extra``
+    """Place and upload a call's new chunks and chunk lists (``todo``: ``packs.seal``,
+    ``upload``); ``extra``
     gives what else goes out in the same round trip once they are placed (a
     checkpoint object, which names where they are).
 
@@ -267,7 +281,7 @@ def store_chunks(
     objects is committed.
     """
     for _ in range(_SHARE_ATTEMPTS):
-        sealed = packs.seal(core, thread_id, uploads)
+        sealed = packs.seal(core, thread_id, uploads, todo)
         try:
             also = list(extra(sealed))
         except BaseException:

@@ -17,26 +17,18 @@ a pack while any entry references any chunk in it (docs/retention.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from langgraph_s3 import codec
-from langgraph_s3.core.entries import PENDING, Blobs, Entry, Span
+from langgraph_s3.core import lists
+from langgraph_s3.core.entries import PENDING, Blobs, ChunkRef, Entry, Listed, Span
 from langgraph_s3.core.uploads import Placement, Shares
 from langgraph_s3.keys import Layout
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
-
-
-class ChunkRef(NamedTuple):
-    """One chunk to read: its own (loose blob) key, which names it in caches and
-    payloads, and where it is packed (``span`` and the pack's key), if it is."""
-
-    key: str
-    span: Span | None = None
-    pack: str | None = None
 
 
 @dataclass
@@ -46,9 +38,14 @@ class Sealed:
     shares: Shares
     #: chunk digest -> where it is (None: a loose blob)
     placed: dict[bytes, Span | None] = field(default_factory=dict)
+    #: the chunk lists this call stored, by the id of the pending entry they hold
+    lists: dict[int, Listed] = field(default_factory=dict)
 
     def resolve(self, entry: Entry) -> Entry:
-        """``entry`` with its pending chunks placed (unchanged if it has none)."""
+        """``entry`` with its pending chunks and chunk list placed (unchanged if it
+        has none)."""
+        if isinstance(entry, Listed) and lists.is_pending(entry):
+            return self.lists[id(entry.resolved())]
         if not isinstance(entry, Blobs) or entry.spans is None or PENDING not in entry.spans:
             return entry
         # Every pending chunk was placed by seal (a missing one is a bug, not a
@@ -64,60 +61,145 @@ class Sealed:
 #: one per chunk) but costs every later entry naming its chunks ~32 bytes for the
 #: pack and ~6 per chunk, kept in the index with the checkpoints that carry them.
 #: A growing message list uploads one or two chunks a step, where loose blobs are
-#: cheaper; an edited document uploads several.
+#: cheaper; an edited document uploads several. Chunk lists count as chunks.
 PACK_MIN = 3
 #: A pack holds at most this many bytes (a large value makes several, uploaded and
 #: read in parallel, as S3 serves large objects fastest in parts of 8-16 MB).
 PACK_MAX = 8 << 20
 
 
-def seal(core: SaverCore, thread_id: str, uploads: Mapping[str, bytes]) -> Sealed:
-    """Place a call's new chunks (blob key -> framed chunk).
+def seal(
+    core: SaverCore, thread_id: str, uploads: Mapping[str, bytes], todo: Sequence[Blobs] = ()
+) -> Sealed:
+    """Place a call's new chunks (blob key -> framed chunk) and chunk lists (``todo``,
+    the entries to store as lists, :func:`lists.pending`).
 
     A chunk another flow is uploading is referenced where that flow put it (the
     upload waits for it); one known to exist, where it is; the rest go into packs of
-    up to ``PACK_MAX`` bytes, in order, or stay loose blobs if there are fewer than
-    ``PACK_MIN`` (or one would be alone in its pack).
+    up to ``PACK_MAX`` bytes, in order, the chunk lists at the end of the last, or
+    stay loose blobs if there are fewer than ``PACK_MIN`` (or one would be alone in
+    its pack).
     """
-    shares = core.uploads.share(
-        uploads, core.caches.known_blobs.get, lambda fresh: _place(core, thread_id, fresh)
-    )
+    idents = {id(blobs): lists.identity(blobs) for blobs in todo}
+    by_ident = {idents[id(blobs)]: blobs for blobs in todo}
+
+    def place(
+        fresh: dict[str, bytes], where: dict[str, Span | None], wanted: list[bytes]
+    ) -> tuple[Placement, dict[bytes, tuple[str, Listed]]]:
+        placing = _Placing(core, thread_id, [(i, by_ident[i]) for i in wanted], where)
+        return placing.place(fresh), placing.made
+
+    shares = core.uploads.share(uploads, core.caches.known_blobs.get, place, by_ident)
     placed = {bytes.fromhex(k.rsplit("/", 1)[1]): span for k, span in shares.where.items()}
-    return Sealed(shares, placed)
+    return Sealed(shares, placed, {i: shares.lists[ident] for i, ident in idents.items()})
 
 
-def _place(core: SaverCore, thread_id: str, fresh: dict[str, bytes]) -> Placement:
-    out: Placement = {}
-    if len(fresh) < PACK_MIN:
-        return {key: (frame, {key: None}) for key, frame in fresh.items()}
-    group: dict[str, bytes] = {}
-    size = 0
-    for key, frame in fresh.items():
-        if group and size + len(frame) > PACK_MAX:
-            out.update(_pack(core, thread_id, group))
-            group, size = {}, 0
-        group[key] = frame
-        size += len(frame)
-    out.update(_pack(core, thread_id, group))
-    return out
+@dataclass
+class _Placing:
+    core: SaverCore
+    thread_id: str
+    #: the chunk lists to build: (identity, entry)
+    todo: Sequence[tuple[bytes, Blobs]]
+    #: chunk key -> where it is, for the chunks placed so far
+    where: dict[str, Span | None]
+    #: per list identity, its chunk key and entry
+    made: dict[bytes, tuple[str, Listed]] = field(default_factory=dict)
 
+    def place(self, fresh: dict[str, bytes]) -> Placement:
+        if len(fresh) + len(self.todo) < PACK_MIN:
+            out: Placement = {key: (frame, {key: None}) for key, frame in fresh.items()}
+            self.where.update({key: None for key in fresh})
+            for ident, blobs in self.todo:
+                out.update(self._loose_list(ident, blobs))
+            return out
+        groups: list[dict[str, bytes]] = [{}]
+        size = 0
+        for key, frame in fresh.items():
+            if groups[-1] and size + len(frame) > PACK_MAX:
+                groups.append({})
+                size = 0
+            groups[-1][key] = frame
+            size += len(frame)
+        out = {}
+        for i, group in enumerate(groups):
+            out.update(self._pack(group, with_lists=i == len(groups) - 1))
+        return out
 
-def _pack(core: SaverCore, thread_id: str, group: dict[str, bytes]) -> Placement:
-    if len(group) == 1:
-        ((key, frame),) = group.items()
+    def _pack(self, group: dict[str, bytes], with_lists: bool) -> Placement:
+        todo = self.todo if with_lists else ()
+        if len(group) == 1 and not todo:
+            ((key, frame),) = group.items()
+            self.where[key] = None
+            return {key: (frame, {key: None})}
+        frames = dict(group)
+        offsets: dict[str, int] = {}
+        offset = 0
+        for key, frame in frames.items():
+            offsets[key] = offset
+            offset += len(frame)
+        own = {k: Span(lists.SELF, offsets[k], len(f)) for k, f in frames.items()}
+        listed: list[tuple[bytes, str, bytes, Blobs]] = []
+        for ident, blobs in todo:
+            inner = self._resolve(blobs, {**self.where, **own})
+            data = lists.content(inner)
+            key = self.core.layout.blob_key(self.thread_id, codec.digest_bytes(data).hex())
+            if key not in frames:
+                frames[key] = codec.frame(codec.KIND_BLOB, data, self.core.compression_level)
+                offsets[key] = offset
+                offset += len(frames[key])
+            listed.append((ident, key, data, inner))
+        body = b"".join(frames.values())
+        pack = codec.digest_bytes(body)
+        spans: dict[str, Span | None] = {
+            k: Span(pack, offsets[k], len(f)) for k, f in frames.items()
+        }
+        self.where.update(spans)
+        for ident, key, data, inner in listed:
+            entry = Listed(codec.digest_bytes(data), len(data), spans[key], _with_pack(inner, pack))
+            self.made[ident] = (key, entry)
+        return {self.core.layout.pack_key(self.thread_id, pack.hex()): (body, spans)}
+
+    def _loose_list(self, ident: bytes, blobs: Blobs) -> Placement:
+        inner = self._resolve(blobs, self.where)
+        data = lists.content(inner)
+        digest = codec.digest_bytes(data)
+        key = self.core.layout.blob_key(self.thread_id, digest.hex())
+        known = self.core.caches.known_blobs.get(key)
+        span = known if isinstance(known, Span) else None
+        self.made[ident] = (key, Listed(digest, len(data), span, inner))
+        if known is not None:
+            return {}  # the same list is stored already
+        self.where[key] = None
+        frame = codec.frame(codec.KIND_BLOB, data, self.core.compression_level)
         return {key: (frame, {key: None})}
-    body = b"".join(group.values())
-    pack = codec.digest_bytes(body)
-    spans: dict[str, Span | None] = {}
-    offset = 0
-    for key, frame in group.items():
-        spans[key] = Span(pack, offset, len(frame))
-        offset += len(frame)
-    return {core.layout.pack_key(thread_id, pack.hex()): (body, spans)}
+
+    def _resolve(self, blobs: Blobs, where: Mapping[str, Span | None]) -> Blobs:
+        """``blobs`` with its pending chunks where ``where`` puts them."""
+        if blobs.spans is None or PENDING not in blobs.spans:
+            return blobs
+        spans = tuple(
+            where[self.core.layout.blob_key(self.thread_id, d.hex())] if s is PENDING else s
+            for d, s in zip(blobs.digests, blobs.spans, strict=True)
+        )
+        return replace(blobs, spans=spans if any(s is not None for s in spans) else None)
+
+
+def _with_pack(blobs: Blobs, pack: bytes) -> Blobs:
+    """A chunk list's entry with its own pack's digest in place of ``lists.SELF``."""
+    if blobs.spans is None:
+        return blobs
+    spans = tuple(
+        Span(pack, s.offset, s.length) if s is not None and s.pack == lists.SELF else s
+        for s in blobs.spans
+    )
+    return replace(blobs, spans=spans)
 
 
 def layout_of(entries: Iterable[Entry]) -> int:
     """The oldest layout that can read these entries."""
+    entries = list(entries)
+    if any(isinstance(e, Listed) for e in entries):
+        return codec.LAYOUT_LISTS
     packed = any(isinstance(e, Blobs) and e.packed() for e in entries)
     return codec.LAYOUT_PACKS if packed else codec.LAYOUT_1
 
@@ -128,7 +210,10 @@ def chunk_refs(core: SaverCore, thread_id: str, entry: Entry) -> list[ChunkRef]:
 
 
 def chunk_refs_in(folder: str, entry: Entry) -> list[ChunkRef]:
-    """``chunk_refs`` for the thread whose folder is ``folder``."""
+    """``chunk_refs`` for the thread whose folder is ``folder`` (a chunk list must
+    have been read: ``lists.expand``)."""
+    if isinstance(entry, Listed):
+        entry = entry.resolved()
     if not isinstance(entry, Blobs):
         return []
     refs = []
@@ -140,5 +225,9 @@ def chunk_refs_in(folder: str, entry: Entry) -> list[ChunkRef]:
 
 
 def objects_in(folder: str, entry: Entry) -> list[str]:
-    """The objects a value entry needs to exist: its loose blobs and its packs."""
-    return list(dict.fromkeys(r.pack or r.key for r in chunk_refs_in(folder, entry)))
+    """The objects a value entry needs to exist: its loose blobs and its packs, and
+    its chunk list's (which must have been read: ``lists.expand``)."""
+    refs = chunk_refs_in(folder, entry)
+    if isinstance(entry, Listed):
+        refs.append(lists.ref_in(folder, entry))
+    return list(dict.fromkeys(r.pack or r.key for r in refs))

@@ -16,12 +16,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort_key
 
 from langgraph_s3 import guard
-from langgraph_s3.core import packs, schema, values
+from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns
-from langgraph_s3.core.entries import Entry, Envelope
+from langgraph_s3.core.entries import Blobs, ChunkRef, Entry, Envelope, Listed
 from langgraph_s3.core.index import Item, Query, TouchHead
-from langgraph_s3.core.objects import fetch_chunks, object_key, read_envelopes
-from langgraph_s3.core.packs import ChunkRef
+from langgraph_s3.core.objects import fetch_chunks, object_key, open_envelope, read_envelopes
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.schema import Row, WritesRow
 from langgraph_s3.operations import Flow, S3Get
@@ -112,13 +111,24 @@ def load(
     """
     if not found:
         return []
+    write_pairs = [
+        (row.thread_id, rec.entry) for row, ws in found for w in ws for _, rec in w.records
+    ]
+    # Chunk lists named by pending writes and by bodies kept in the index are known
+    # already: they come with the checkpoint objects.
+    early = [
+        (row.thread_id, entry)
+        for row, _ in found
+        if row.body is not None
+        for entry in open_envelope(core, row, row.body).channels.values()
+    ]
     write_refs = [
         ref
-        for row, ws in found
-        for w in ws
-        for _, rec in w.records
-        for ref in packs.chunk_refs(core, row.thread_id, rec.entry)
+        for thread_id, entry in write_pairs
+        if not isinstance(entry, Listed)
+        for ref in packs.chunk_refs(core, thread_id, entry)
     ]
+    write_refs += lists.refs(core, [*write_pairs, *early])
     # Checkpoint objects, pending-write chunks and the value blobs the index names
     # go out in the same round trip.
     prefetch = [
@@ -138,10 +148,12 @@ def load(
     envs = yield from read_envelopes(
         core, [r for r, _ in found], write_refs, prefetch, fetched, ranges, got_ranges
     )
+    yield from _expand_lists(core, found, envs, fetched)
     value_refs = [
         ref
-        for (row, _), env in zip(found, envs, strict=True)
-        for entry in env.channels.values()
+        for (row, ws), env in zip(found, envs, strict=True)
+        for entry in [*env.channels.values(), *(rec.entry for w in ws for _, rec in w.records)]
+        if isinstance(entry, Blobs | Listed)
         for ref in packs.chunk_refs(core, row.thread_id, entry)
     ]
     payloads = yield from fetch_chunks(core, value_refs, fetched, got_ranges)
@@ -153,6 +165,26 @@ def load(
             for name, entry in env.channels.items():
                 values.remember_latest(core, row.thread_id, row.ns, name, entry)
     return out
+
+
+def _expand_lists(
+    core: SaverCore, found: Sequence[Found], envs: Sequence[Envelope], fetched: dict[str, bytes]
+) -> Flow[None]:
+    """Give every chunk list the checkpoints and writes name its content: from
+    ``fetched``, or (named by a body kept in S3) read now, one round trip."""
+    pairs = [
+        (row.thread_id, entry)
+        for (row, ws), env in zip(found, envs, strict=True)
+        for entry in [*env.channels.values(), *(rec.entry for w in ws for _, rec in w.records)]
+    ]
+    known = lists.decode(core, pairs, fetched)
+    missing = [(t, e) for t, e in lists.unread(pairs) if (t, e.digest) not in known]
+    if missing:
+        more = yield from fetch_chunks(core, lists.refs(core, missing))
+        known.update(lists.decode(core, missing, more))
+    for (row, ws), env in zip(found, envs, strict=True):
+        lists.expand_envelope(env, row.thread_id, known)
+        lists.expand_writes(ws, row.thread_id, known)
 
 
 def assemble(

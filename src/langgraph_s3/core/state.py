@@ -47,10 +47,14 @@ class Caches:
         #: saver wrote or read: the next version usually extends it (a message list),
         #: so its blobs are re-used after verification.
         self.latest: LRU[tuple[str, str, str], Blobs] = LRU(50_000, cache_bytes, ttl=ttl)
+        #: (thread, serializer type, SHA-256 of the serialized value) -> the entry it
+        #: was stored as: a task's write and the next checkpoint hold the same value.
+        self.values: LRU[tuple[str, str, bytes], Entry] = LRU(10_000, cache_bytes, ttl=ttl)
 
     def hits(self) -> int:
         """Lookups answered from memory so far, over every cache (for tracing)."""
-        return sum(c.hits for c in (self.entries, self.objects, self.known_blobs, self.latest))
+        caches = (self.entries, self.objects, self.known_blobs, self.latest, self.values)
+        return sum(c.hits for c in caches)
 
     def forget_thread(self, thread_id: str, prefix: str) -> None:
         """Drop everything about a thread (whose objects live under ``prefix``)."""
@@ -58,6 +62,7 @@ class Caches:
         self.known_blobs.discard(lambda k: k.startswith(prefix))
         self.entries.discard(lambda k: k[0] == thread_id)
         self.latest.discard(lambda k: k[0] == thread_id)
+        self.values.discard(lambda k: k[0] == thread_id)
 
 
 class SaverCore(BaseCheckpointSaver[str]):

@@ -5,22 +5,31 @@ the next checkpoint). The first flow to place a chunk (in a pack of its own, or 
 loose blob) owns its upload; another flow that needs the same chunk meanwhile
 references it where the owner put it and waits on the owner's future
 (``WaitUpload``) instead of uploading the same bytes again. If the owner's upload
-fails, the waiting flow places the chunk again itself. This is the only state in
-the core that two flows touch at the same time, hence the lock.
+fails, the waiting flow places the chunk again itself. Chunk lists are shared the
+same way, by the chunks they list (their bytes depend on where they were placed).
+This is the only state in the core that two flows touch at the same time, hence the
+lock.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from langgraph_s3.core.entries import Span
+from langgraph_s3.core.entries import Listed, Span
 
 #: What a flow's own chunks became: object key -> (its body, the chunk keys in it and
 #: where each is in it; None for a loose blob).
 Placement = dict[str, tuple[bytes, dict[str, Span | None]]]
+#: Places a flow's fresh chunks, given where the others are, and builds the chunk
+#: lists not being uploaded already (by identity): objects, and per list identity
+#: its chunk key and entry.
+Place = Callable[
+    [dict[str, bytes], dict[str, Span | None], list[bytes]],
+    tuple[Placement, dict[bytes, tuple[str, Listed]]],
+]
 
 
 @dataclass
@@ -37,6 +46,10 @@ class Shares:
     where: dict[str, Span | None] = field(default_factory=dict)
     #: chunk key -> the future of another flow's upload carrying it
     waits: dict[str, Future[bool]] = field(default_factory=dict)
+    #: chunk list identity -> the list, made by this flow or another
+    lists: dict[bytes, Listed] = field(default_factory=dict)
+    #: chunk list identity -> key of the object of this flow that carries it
+    carried: dict[bytes, str] = field(default_factory=dict)
 
 
 class SharedUploads:
@@ -45,25 +58,26 @@ class SharedUploads:
 
     def __init__(self) -> None:
         self._inflight: dict[str, tuple[Future[bool], Span | None]] = {}
+        self._lists: dict[bytes, tuple[Future[bool], str, Listed]] = {}
         self._lock = threading.Lock()
 
     def share(
         self,
         chunks: Mapping[str, bytes],
         known: Callable[[str], Span | bool | None],
-        place: Callable[[dict[str, bytes]], Placement],
+        place: Place,
+        lists: Iterable[bytes] = (),
     ) -> Shares:
-        """Split a flow's new chunks (chunk key -> framed chunk): those another flow is
-        uploading (wait for it), those known to exist (reference them), and the rest,
-        which ``place`` turns into this flow's objects (upload them)."""
+        """Split a flow's new chunks (chunk key -> framed chunk) and chunk lists (by
+        identity): those another flow is uploading (wait for it), chunks known to
+        exist (reference them), and the rest, which ``place`` turns into this flow's
+        objects (upload them), given where the others are."""
         shares = Shares()
         with self._lock:
             fresh: dict[str, bytes] = {}
             for key, frame in chunks.items():
                 owner = self._inflight.get(key)
-                # An upload that already failed (its flow has not released it yet)
-                # is nobody's: this flow places the chunk itself.
-                if owner is not None and not (owner[0].done() and not owner[0].result()):
+                if owner is not None and _usable(owner[0]):
                     shares.waits[key], shares.where[key] = owner
                     continue
                 stored = known(key)
@@ -71,13 +85,29 @@ class SharedUploads:
                     shares.where[key] = stored if isinstance(stored, Span) else None
                 else:
                     fresh[key] = frame
-            for obj, (body, spans) in place(fresh).items():
+            todo = []
+            for ident in dict.fromkeys(lists):
+                maker = self._lists.get(ident)
+                if maker is not None and _usable(maker[0]):
+                    upload, key, listed = maker
+                    shares.lists[ident] = listed
+                    shares.waits[key], shares.where[key] = upload, listed.span
+                else:
+                    todo.append(ident)
+            placement, made = place(fresh, dict(shares.where), todo)
+            for obj, (body, spans) in placement.items():
                 fut: Future[bool] = Future()
                 shares.bodies[obj], shares.done[obj] = body, fut
                 shares.members[obj] = list(spans)
                 for key, span in spans.items():
                     shares.where[key] = span
                     self._inflight[key] = (fut, span)
+            for ident, (key, listed) in made.items():
+                shares.lists[ident] = listed
+                carrier = next((o for o, (_, spans) in placement.items() if key in spans), None)
+                if carrier is not None:  # else an existing list is re-used, nothing to share
+                    shares.carried[ident] = carrier
+                    self._lists[ident] = (shares.done[carrier], key, listed)
         return shares
 
     def release(
@@ -91,6 +121,9 @@ class SharedUploads:
         anyone who waits on it.
         """
         with self._lock:
+            for ident, obj in shares.carried.items():
+                if self._lists.get(ident, (None,))[0] is shares.done[obj]:
+                    del self._lists[ident]
             for obj, fut in shares.done.items():
                 if not fut.done():
                     fut.set_result(False)
@@ -98,3 +131,9 @@ class SharedUploads:
                     if self._inflight.get(key, (None, None))[0] is fut:
                         del self._inflight[key]
                     (uploaded if fut.result() else failed)(key)
+
+
+def _usable(upload: Future[bool]) -> bool:
+    # An upload that already failed (its flow has not released it yet) is nobody's:
+    # the flow that needs its content places it itself.
+    return not (upload.done() and not upload.result())

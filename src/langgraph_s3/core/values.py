@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import chunking, codec
-from langgraph_s3.core.entries import PENDING, Blobs, Entry, Envelope, Inline, Span
+from langgraph_s3.core.entries import PENDING, Blobs, Entry, Envelope, Inline, Listed, Span
 from langgraph_s3.errors import CorruptObjectError, SerializationError, UndecodableValueError
 from langgraph_s3.keys import Layout
 
@@ -94,8 +94,18 @@ def encode_value(
 
 def blob_entry(
     core: SaverCore, thread_id: str, type_: str, data: bytes, previous: Entry | None
-) -> tuple[Blobs, dict[str, bytes]]:
-    """The blob entry of serialized bytes, and the blobs not known to exist yet."""
+) -> tuple[Blobs | Listed, dict[str, bytes]]:
+    """The blob entry of serialized bytes, and the blobs not known to exist yet.
+
+    A value this saver stored a moment ago (a task's write, now the next
+    checkpoint's channel value) re-uses that entry: nothing to cut or upload.
+    """
+    value = codec.digest_bytes(data)
+    stored = core.caches.values.get((thread_id, type_, value))
+    if isinstance(stored, Blobs | Listed):
+        return stored, {}
+    if isinstance(previous, Listed):
+        previous = previous.blobs
     head, body = chunking.split_head(type_, data)
     hint = None
     if isinstance(previous, Blobs) and previous.type == type_:
@@ -125,12 +135,14 @@ def blob_entry(
     digests = tuple(c.digest for c in planned)
     sizes = tuple(c.size for c in planned)
     placed = tuple(spans) if any(s is not None for s in spans) else None
-    return Blobs(type_, digests, sizes, head, stable, placed), uploads
+    return Blobs(type_, digests, sizes, head, stable, placed, value), uploads
 
 
 def entry_keys(core: SaverCore, thread_id: str, entry: Entry) -> list[str]:
     """The chunk keys a value entry reads (its loose blob keys, whether the chunks
     are loose or packed: what names them in caches and payloads)."""
+    if isinstance(entry, Listed):
+        entry = entry.resolved()
     if isinstance(entry, Blobs):
         folder = core.layout.thread_prefix(thread_id)
         return [Layout.blob_key_in(folder, d.hex()) for d in entry.digests]
@@ -148,6 +160,8 @@ def decode_value(
     """The value of an entry, its blobs taken from ``payloads``; ``key`` names its home."""
     if isinstance(entry, Inline):
         return deserialize(core, entry.type, entry.data, what, key)
+    if isinstance(entry, Listed):
+        entry = entry.resolved()
     data = entry.head + b"".join(payloads[k] for k in entry_keys(core, thread_id, entry))
     if len(data) != len(entry.head) + sum(entry.sizes):
         raise CorruptObjectError(f"{what} in {key!r}: blob sizes do not add up", key=key)
@@ -217,8 +231,17 @@ def fit_in_index(
 
 def remember_latest(core: SaverCore, thread_id: str, ns: str, name: str, entry: Entry) -> None:
     """Keep a channel's blob entry as the hint its next version is chunked against."""
-    if isinstance(entry, Blobs):
-        core.caches.latest.put((thread_id, ns, name), entry, entry_size(entry))
+    blobs = entry.blobs if isinstance(entry, Listed) else entry
+    if isinstance(blobs, Blobs):
+        core.caches.latest.put((thread_id, ns, name), blobs, entry_size(blobs))
+
+
+def remember_value(core: SaverCore, thread_id: str, entry: Entry) -> None:
+    """Keep a stored entry under its value's digest, so storing the same value again
+    (the next checkpoint carrying a task's write) re-uses it (``blob_entry``)."""
+    blobs = entry.blobs if isinstance(entry, Listed) else entry
+    if isinstance(blobs, Blobs) and blobs.value is not None:
+        core.caches.values.put((thread_id, blobs.type, blobs.value), entry, entry_size(entry))
 
 
 def blob_shape(type_: str, data: bytes) -> Blobs:
@@ -231,6 +254,8 @@ def entry_size(entry: Entry) -> int:
     """Approximate memory of an entry, for the caches' byte bounds."""
     if isinstance(entry, Inline):
         return len(entry.data) + 64
+    if isinstance(entry, Listed):
+        return 128 + (0 if entry.blobs is None else entry_size(entry.blobs))
     return 64 + 40 * len(entry.digests) + len(entry.head)
 
 

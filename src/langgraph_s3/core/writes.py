@@ -16,12 +16,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import codec
+from langgraph_s3.core import lists
 from langgraph_s3.core.commit import check_owner, ownership_parts
 from langgraph_s3.core.config import WRITE_INLINE_THRESHOLD, checkpoint_id_of, thread_ns
 from langgraph_s3.core.entries import Inline, Record
 from langgraph_s3.core.index import Transact, WritesUpdate, writes_updates
 from langgraph_s3.core.objects import store_chunks
-from langgraph_s3.core.values import encode_value, writes_value
+from langgraph_s3.core.values import encode_value, remember_value, writes_value
 from langgraph_s3.errors import InvalidConfigError, S3SaverError
 from langgraph_s3.operations import Flow, perform
 
@@ -55,9 +56,12 @@ def put_writes(
         return
     records, uploads = _encode_writes(core, thread_id, writes, task_id)
     packed = _pack_within_budget(core, thread_id, writes, records, uploads)
-    sealed = yield from store_chunks(core, thread_id, uploads)
+    todo = lists.pending(r.entry for r in records.values())
+    sealed = yield from store_chunks(core, thread_id, uploads, todo=todo)
+    stored = []
     for i, record in records.items():
         entry = sealed.resolve(record.entry)
+        stored.append(entry)
         if entry is not record.entry:  # its chunks are placed now
             packed[i] = codec.pack_record(
                 Record(record.channel, entry).wire(), core.compression_level
@@ -76,6 +80,8 @@ def put_writes(
         if cancelled is not None:
             check_owner(core, thread_id, cancelled)
             raise S3SaverError(f"storing writes of task {task_id!r} failed: {cancelled.codes()}")
+    for entry in stored:
+        remember_value(core, thread_id, entry)
 
 
 def _encode_writes(
@@ -96,7 +102,8 @@ def _encode_writes(
             WRITE_INLINE_THRESHOLD,
         )
         uploads.update(blobs)
-        records[widx] = Record(channel, entry)  # a later special write replaces an earlier one
+        # a later special write replaces an earlier one
+        records[widx] = Record(channel, lists.spill(entry))
     return records, uploads
 
 
@@ -118,6 +125,6 @@ def _pack_within_budget(
                 core, thread_id, writes_value(writes, i, channel), f"write to {channel!r}", -1
             )
             uploads.update(blobs)
-            records[i] = Record(channel, entry)
+            records[i] = Record(channel, lists.spill(entry))
             packed[i] = codec.pack_record(records[i].wire(), core.compression_level)
     return packed

@@ -1,0 +1,159 @@
+"""How a value with many chunks is stored: its chunk list once, as a blob.
+
+A value's entry names each chunk (digest, size and, for a packed one, where it is):
+about 46 bytes a chunk, 14 KB for a 5 MB document cut into ~300 chunks. Written into
+every pending-write record and checkpoint body that carries the value, such an entry
+made the record a 15 KB DynamoDB write and the body too large for the index (a PUT
+per step). So an entry of more than ``LIST_MIN`` chunks is stored once, as a blob of
+its own, the *chunk list*, uploaded with the call's new chunks (in the same pack when
+there is one, so it costs no request), and records and bodies name it with a
+:class:`~langgraph_s3.core.entries.Listed` entry of about 80 bytes. A reader fetches
+the list first, then the chunks it names.
+
+A list inside a pack names the chunks of that same pack with an empty pack digest:
+the pack's digest depends on the list's own bytes. See docs/layout.md ("Chunk lists").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from langgraph_s3 import codec
+from langgraph_s3.core.entries import (
+    Blobs,
+    ChunkRef,
+    Entry,
+    Envelope,
+    Listed,
+    Span,
+    entry_from_wire,
+)
+from langgraph_s3.errors import CorruptObjectError
+from langgraph_s3.keys import Layout
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.schema import WritesRow
+    from langgraph_s3.core.state import SaverCore
+
+#: An entry naming more chunks than this is stored as a chunk list. A growing message
+#: list stays below it (a 200-turn chat has ~25), a multi-megabyte value does not.
+LIST_MIN = 32
+#: The pack digest a chunk list gives the pack it is stored in.
+SELF = b""
+#: What a chunk list stands for until its call's chunks are placed (``packs.seal``).
+_PENDING_DIGEST = b"\0" * 32
+
+#: (thread id, chunk list digest) -> the entry the list holds
+Found = dict[tuple[str, bytes], Blobs]
+
+
+def spill(entry: Entry) -> Entry:
+    """``entry`` as a pending chunk list if it names more than ``LIST_MIN`` chunks."""
+    if isinstance(entry, Blobs) and len(entry.digests) > LIST_MIN:
+        return Listed(_PENDING_DIGEST, 0, None, blobs=entry)
+    return entry
+
+
+def pending(entries: Iterable[Entry]) -> list[Blobs]:
+    """The entries of ``entries`` still to be stored as chunk lists."""
+    return [e.resolved() for e in entries if isinstance(e, Listed) and is_pending(e)]
+
+
+def is_pending(entry: Listed) -> bool:
+    """Whether ``entry`` is a chunk list its call has not placed yet."""
+    return entry.digest == _PENDING_DIGEST and entry.size == 0
+
+
+def content(blobs: Blobs) -> bytes:
+    """The bytes of a chunk list (chunks in the list's own pack name it ``SELF``)."""
+    return codec.pack(blobs.wire())
+
+
+def identity(blobs: Blobs) -> bytes:
+    """What makes two chunk lists the same list: the chunks, not where they are."""
+    return codec.digest_bytes(codec.pack(replace(blobs, spans=None).wire()))
+
+
+def ref(core: SaverCore, thread_id: str, entry: Listed) -> ChunkRef:
+    """Where a chunk list is read from."""
+    return ref_in(core.layout.thread_prefix(thread_id), entry)
+
+
+def ref_in(folder: str, entry: Listed) -> ChunkRef:
+    """``ref`` for the thread whose folder is ``folder``."""
+    key = Layout.blob_key_in(folder, entry.digest.hex())
+    if entry.span is None:
+        return ChunkRef(key)
+    return ChunkRef(key, entry.span, Layout.pack_key_in(folder, entry.span.pack.hex()))
+
+
+def unread(pairs: Iterable[tuple[str, Entry]]) -> list[tuple[str, Listed]]:
+    """The chunk lists among (thread id, entry) pairs whose content is not known."""
+    return list(
+        dict.fromkeys((t, e) for t, e in pairs if isinstance(e, Listed) and e.blobs is None)
+    )
+
+
+def refs(core: SaverCore, pairs: Iterable[tuple[str, Entry]]) -> list[ChunkRef]:
+    """The chunk lists to fetch before the chunks of these entries can be named."""
+    return [ref(core, t, e) for t, e in unread(pairs)]
+
+
+def decode(
+    core: SaverCore, pairs: Iterable[tuple[str, Entry]], payloads: Mapping[str, bytes]
+) -> Found:
+    """The entries held by the chunk lists found in ``payloads`` (verified blobs, as
+    ``objects.fetch_chunks`` returns them for ``refs``)."""
+    found: Found = {}
+    for thread_id, entry in unread(pairs):
+        key = ref(core, thread_id, entry).key
+        if key in payloads:
+            found[(thread_id, entry.digest)] = open_list(entry, payloads[key], key)
+    return found
+
+
+def expand(thread_id: str, entry: Entry, found: Found) -> Entry:
+    """``entry`` with the content of its chunk list, if it has one and it was read."""
+    if isinstance(entry, Listed) and entry.blobs is None:
+        blobs = found.get((thread_id, entry.digest))
+        if blobs is not None:
+            return replace(entry, blobs=blobs)
+    return entry
+
+
+def expand_envelope(env: Envelope, thread_id: str, found: Found) -> None:
+    """Give the chunk lists of ``env``'s channels their content (in place)."""
+    for name, entry in env.channels.items():
+        env.channels[name] = expand(thread_id, entry, found)
+
+
+def expand_writes(writes: Iterable[WritesRow], thread_id: str, found: Found) -> None:
+    """Give the chunk lists of pending-write records their content (in place)."""
+    for w in writes:
+        w.records[:] = [
+            (idx, replace(rec, entry=expand(thread_id, rec.entry, found))) for idx, rec in w.records
+        ]
+
+
+def open_list(entry: Listed, payload: bytes, key: str) -> Blobs:
+    """The entry a chunk list holds (``payload``: the verified blob at ``key``)."""
+    where = key if entry.span is None else f"{key} (packed)"
+    if len(payload) != entry.size:
+        raise CorruptObjectError(f"chunk list {where!r} has the wrong size", key=key)
+    inner = entry_from_wire(codec.unpack(payload, key=key), "chunk list", key)
+    if not isinstance(inner, Blobs):
+        raise CorruptObjectError(f"chunk list {where!r} does not list chunks", key=key)
+    if inner.spans is None or all(s is None or s.pack != SELF for s in inner.spans):
+        return inner
+    if entry.span is None:
+        raise CorruptObjectError(
+            f"chunk list {where!r} names its own pack but is a loose blob", key=key
+        )
+    own = entry.span.pack
+    spans = tuple(
+        Span(own, s.offset, s.length) if s is not None and s.pack == SELF else s
+        for s in inner.spans
+    )
+    return replace(inner, spans=spans)

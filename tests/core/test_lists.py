@@ -1,0 +1,158 @@
+"""Unit tests of ``core.lists``: a value of many chunks is named by its chunk list,
+stored once beside its chunks, and every reader finds the chunks through it
+(layout 3)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from langgraph_s3 import codec
+from langgraph_s3.core import lists, read, schema
+from langgraph_s3.core.entries import Blobs, Listed, Span, entry_from_wire, record_from_wire
+from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
+from langgraph_s3.keys import Layout
+from langgraph_s3.operations import S3Get
+from tests.core.canned import (
+    checkpoint,
+    config,
+    from_bucket,
+    is_query,
+    make_core,
+    only_gets,
+    page,
+    store,
+    store_writes,
+)
+from tests.core.script import Script
+
+#: 1.6 MB of incompressible text: about 100 content-defined chunks, over LIST_MIN.
+BIG = os.urandom(800_000).hex()
+#: 400 KB: about 25 chunks, under it.
+SMALL = os.urandom(200_000).hex()
+
+
+def record(item: dict[str, object], attr: str = "w0") -> Listed | Blobs:
+    raw = item[attr]
+    assert isinstance(raw, dict)
+    rec = record_from_wire(codec.unpack_record(raw["B"], key="k"), "k")
+    assert isinstance(rec.entry, Listed | Blobs)
+    return rec.entry
+
+
+def test_a_write_of_many_chunks_names_its_chunk_list_packed_with_its_chunks() -> None:
+    w = store_writes(config(cid="c01"), [("doc", BIG)], "task")
+    ((pack_key, body),) = w.objects.items()
+    entry = record(w.item)
+    assert isinstance(entry, Listed) and entry.span is not None
+    assert pack_key == Layout.pack_key_in("t1/", entry.span.pack.hex())
+    # the list is the pack's last frame; it names the pack's own chunks as SELF
+    assert entry.span.offset + entry.span.length == len(body)
+    raw = codec.unframe(body[entry.span.offset :], key="list", kind=codec.KIND_BLOB)
+    assert codec.digest_bytes(raw) == entry.digest and len(raw) == entry.size
+    inner = entry_from_wire(codec.unpack(raw, key="list"), "list", "list")
+    assert isinstance(inner, Blobs) and len(inner.digests) > lists.LIST_MIN
+    assert inner.spans is not None and {s.pack for s in inner.spans if s} == {lists.SELF}
+    # the record is ~100 bytes instead of ~46 per chunk
+    assert len(w.item["w0"]["B"]) < 200
+
+
+def test_the_next_checkpoint_re_uses_the_writes_list_and_its_body_fits_the_index() -> None:
+    core = make_core()
+    w = store_writes(config(cid="c00"), [("doc", BIG)], "task", core=core)
+    stored = store(config(cid="c00"), checkpoint("c01", {"doc": BIG, "x": 1}), core=core)
+    assert stored.objects == {}  # nothing cut or uploaded again
+    body = stored.item[schema.BODY]["B"]
+    assert body[len(codec.MAGIC)] == codec.LAYOUT_LISTS
+    assert len(body) < 1000
+    env = read.open_envelope(core, stored.row, body)
+    assert env.channels["doc"] == record(w.item)
+
+
+def test_a_fresh_reader_fetches_the_list_then_the_chunks() -> None:
+    core = make_core()
+    w = store_writes(config(cid="c01"), [("doc", BIG)], "task", core=core)
+    stored = store(config(), checkpoint("c01", {"doc": BIG}), core=core)
+    script = Script(read.get_tuple(make_core(), config(cid="c01")))
+    script.expect(is_query, page([stored.item, w.item]))
+    # one list (checkpoint and write name the same one), a range of its pack
+    (first,) = script.expect([S3Get], [from_bucket(w.objects)(script.pending[0])])
+    assert first.key in w.objects and first.start is not None
+    script.expect(only_gets, [from_bucket(w.objects)(op) for op in script.pending])
+    tup = script.returns()
+    assert tup is not None and tup.checkpoint["channel_values"] == {"doc": BIG}
+    assert tup.pending_writes == [("task", "doc", BIG)]
+
+
+def test_a_checkpoint_of_its_own_packs_its_list_and_reads_back() -> None:
+    stored = store(config(), checkpoint("c01", {"doc": BIG}))
+    (pack_key,) = stored.objects
+    assert pack_key.endswith(".pack") and schema.BODY in stored.item
+    script = Script(read.get_tuple(make_core(), config(cid="c01")))
+    script.expect(is_query, page([stored.item]))
+    tup = script.drain(from_bucket(stored.objects))
+    assert tup is not None and tup.checkpoint["channel_values"] == {"doc": BIG}
+
+
+def test_a_value_under_the_limit_keeps_its_chunk_list_inline() -> None:
+    stored = store(config(), checkpoint("c01", {"doc": SMALL}))
+    env = read.open_envelope(make_core(), stored.row, stored.item[schema.BODY]["B"])
+    assert isinstance(env.channels["doc"], Blobs)
+    assert stored.item[schema.BODY]["B"][len(codec.MAGIC)] == codec.LAYOUT_PACKS
+
+
+def test_a_body_in_s3_that_names_a_list_reads_back() -> None:
+    stored = store(config(), checkpoint("c01", {"doc": BIG}), core=make_core(index_inline_limit=0))
+    assert schema.BODY not in stored.item and len(stored.objects) == 2
+    script = Script(read.get_tuple(make_core(), config(cid="c01")))
+    script.expect(is_query, page([stored.item]))
+    tup = script.drain(from_bucket(stored.objects))
+    assert tup is not None and tup.checkpoint["channel_values"] == {"doc": BIG}
+
+
+def test_a_damaged_list_is_refused_naming_its_pack() -> None:
+    stored = store(config(), checkpoint("c01", {"doc": BIG}))
+    ((pack_key, body),) = stored.objects.items()
+    damaged = body[:-30] + bytes(b ^ 0xFF for b in body[-30:])  # inside the list's frame
+    script = Script(read.get_tuple(make_core(), config(cid="c01")))
+    script.expect(is_query, page([stored.item]))
+    script.expect([S3Get], [from_bucket({pack_key: damaged})(script.pending[0])])
+    assert script.raises(CorruptObjectError).key == pack_key
+
+
+def test_a_list_of_the_wrong_size_or_kind_or_a_loose_one_naming_its_pack_is_refused() -> None:
+    span = Span(lists.SELF, 0, 10)
+    inner = Blobs("msgpack", (b"\x01" * 32,) * 40, (5,) * 40, b"", 40, (span,) * 40)
+    data = lists.content(inner)
+    loose = Listed(codec.digest_bytes(data), len(data), None)
+    with pytest.raises(CorruptObjectError, match="names its own pack"):
+        lists.open_list(loose, data, "t1/b/x")
+    with pytest.raises(CorruptObjectError, match="wrong size"):
+        lists.open_list(replace(loose, size=1), data, "t1/b/x")
+    packed = replace(loose, span=Span(b"\x07" * 32, 100, 50))
+    opened = lists.open_list(packed, data, "t1/b/x")
+    assert opened.spans is not None and {s.pack for s in opened.spans if s} == {b"\x07" * 32}
+    listed_again = codec.pack(packed.wire())
+    with pytest.raises(CorruptObjectError, match="does not list chunks"):
+        lists.open_list(replace(loose, size=len(listed_again)), listed_again, "t1/b/x")
+
+
+def test_a_listed_entry_round_trips_and_a_malformed_one_is_refused() -> None:
+    for entry in (
+        Listed(b"\x02" * 32, 900, None),
+        Listed(b"\x02" * 32, 900, Span(b"\x03" * 32, 7, 99)),
+    ):
+        assert entry_from_wire(entry.wire(), "channel 'x'", "k") == entry
+    for bad in (["l", b"\x02" * 31, 9], ["l", b"\x02" * 32, -1], ["l", b"\x02" * 32, 9, b"", 0, 1]):
+        with pytest.raises(CorruptObjectError, match="channel 'x' in 'k' has a malformed"):
+            entry_from_wire(bad, "channel 'x'", "k")
+
+
+def test_an_older_release_is_told_to_upgrade(monkeypatch: pytest.MonkeyPatch) -> None:
+    stored = store(config(), checkpoint("c01", {"doc": BIG}))
+    body = stored.item[schema.BODY]["B"]
+    monkeypatch.setattr(codec, "FORMAT_VERSION", codec.LAYOUT_PACKS)  # what 0.2.0 reads
+    with pytest.raises(UnsupportedFormatError, match="upgrade langgraph-s3"):
+        codec.unframe(body, key="k", kind=codec.KIND_CHECKPOINT)
