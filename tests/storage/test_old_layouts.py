@@ -1,9 +1,10 @@
 """Threads written by an earlier release read, resume, fork, list, copy, prune and are
 collected by today's code, in the same thread as new checkpoints (mixed history).
 
-The fixture ``tests/layouts/v1.json.gz`` is the bucket and table written by release
-0.1.0 (layout 1, commit 0aaf7d3) running the ``before`` part of each scenario in
-``tests/layouts/scenarios.py``; see ``tests/layouts/write.py`` for how it was made.
+Each fixture ``tests/layouts/v{N}.json.gz`` is the bucket and table written by the
+release of layout N running the ``before`` part of each scenario in
+``tests/layouts/scenarios.py`` (``v1``: 0.1.0, commit 0aaf7d3; ``v2``: 0.2.0, with
+packs, commit 61aa109); see ``tests/layouts/write.py`` for how they were made.
 Every scenario's ``after`` part must give here what it gives on ``InMemorySaver``.
 """
 
@@ -23,13 +24,20 @@ from tests.graphs.test_graphs import Calls, build_approval, cfg, history_summary
 from tests.layouts import store
 from tests.layouts.scenarios import SCENARIOS, Scenario, reference
 
-FIXTURE = Path(__file__).resolve().parents[1] / "layouts" / "v1.json.gz"
+FIXTURES = Path(__file__).resolve().parents[1] / "layouts"
+#: layout -> (release, commit) that wrote its fixture
+WRITTEN_BY = {"v1": ("0.1.0", "0aaf7d3"), "v2": ("0.2.0", "61aa109")}
 PREFIX = "fx/"
 
 
 @cache
-def fixture() -> dict[str, Any]:
-    return store.read(FIXTURE)
+def fixture(layout: str) -> dict[str, Any]:
+    return store.read(FIXTURES / f"{layout}.json.gz")
+
+
+@pytest.fixture(params=sorted(WRITTEN_BY))
+def layout(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @cache
@@ -37,8 +45,8 @@ def expected(scenario: Scenario) -> dict[str, Any]:
     return reference(scenario)
 
 
-def loaded(backend: Backend) -> Backend:
-    store.load(backend, fixture())
+def loaded(backend: Backend, layout: str) -> Backend:
+    store.load(backend, fixture(layout))
     return backend
 
 
@@ -47,31 +55,34 @@ def history(backend: Backend, thread: str) -> list[dict[str, Any]]:
     return writes_summary(backend.saver(prefix=PREFIX), cfg(thread))
 
 
-def test_the_fixture_was_written_by_the_first_release() -> None:
+def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     """Guards against a fixture rewritten by today's code (which would prove nothing)."""
-    meta = fixture()["written_by"]
-    assert (meta["version"], meta["commit"], meta["prefix"]) == ("0.1.0", "0aaf7d3", PREFIX)
+    meta = fixture(layout)["written_by"]
+    assert (meta["version"], meta["commit"], meta["prefix"]) == (*WRITTEN_BY[layout], PREFIX)
     assert meta["threads"] == [s.thread for s in SCENARIOS]
-    keys = list(fixture()["objects"])
+    keys = list(fixture(layout)["objects"])
     assert any("/c/" in k for k in keys), "no checkpoint body in S3: a layout case is missing"
     assert any("/b/" in k for k in keys)
+    assert any(k.endswith(".pack") for k in keys) == (layout != "v1")
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.thread)
-def test_an_old_thread_goes_on_as_in_memory(backend: Backend, scenario: Scenario) -> None:
+def test_an_old_thread_goes_on_as_in_memory(
+    backend: Backend, scenario: Scenario, layout: str
+) -> None:
     """Read, resume, fork and list each old thread: the same as if it had been in memory."""
-    loaded(backend)
+    loaded(backend, layout)
     assert scenario.after(lambda: backend.saver(prefix=PREFIX)) == expected(scenario)
 
 
-async def test_the_async_saver_resumes_an_old_thread(server_backend: Backend) -> None:
+async def test_the_async_saver_resumes_an_old_thread(server_backend: Backend, layout: str) -> None:
     memory = InMemorySaver()
     SCENARIOS[0].before(lambda: memory)
     reference_graph = build_approval(memory, Calls())
     want_final = reference_graph.invoke(Command(resume=True), cfg("approval"))
     want_history = history_summary(reference_graph.get_state_history(cfg("approval")))
 
-    loaded(server_backend)
+    loaded(server_backend, layout)
     async with server_backend.async_saver(prefix=PREFIX) as saver:
         graph = build_approval(saver, Calls())
         final = await graph.ainvoke(Command(resume=True), cfg("approval"))
@@ -79,8 +90,8 @@ async def test_the_async_saver_resumes_an_old_thread(server_backend: Backend) ->
     assert (final, got) == (want_final, want_history)
 
 
-def test_old_and_mixed_threads_copy_prune_and_delete(backend: Backend) -> None:
-    loaded(backend)
+def test_old_and_mixed_threads_copy_prune_and_delete(backend: Backend, layout: str) -> None:
+    loaded(backend, layout)
     SCENARIOS[0].after(lambda: backend.saver(prefix=PREFIX))  # approval: now mixed
     saver = backend.saver(prefix=PREFIX)
     before = {t: history(backend, t) for t in ("approval", "fanout", "nested")}
@@ -100,8 +111,8 @@ def test_old_and_mixed_threads_copy_prune_and_delete(backend: Backend) -> None:
     assert history(backend, "approval") == before["approval"]
 
 
-def test_the_collector_keeps_what_old_and_mixed_threads_use(backend: Backend) -> None:
-    loaded(backend)
+def test_the_collector_keeps_what_old_and_mixed_threads_use(backend: Backend, layout: str) -> None:
+    loaded(backend, layout)
     SCENARIOS[4].after(lambda: backend.saver(prefix=PREFIX))  # direct: now mixed
     saver = backend.saver(prefix=PREFIX)
     threads = ("approval", "failing", "fanout")
