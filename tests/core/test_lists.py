@@ -156,3 +156,19 @@ def test_an_older_release_is_told_to_upgrade(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(codec, "FORMAT_VERSION", codec.LAYOUT_PACKS)  # what 0.2.0 reads
     with pytest.raises(UnsupportedFormatError, match="upgrade langgraph-s3"):
         codec.unframe(body, key="k", kind=codec.KIND_CHECKPOINT)
+
+
+def test_one_new_chunk_and_its_list_go_up_as_one_pack() -> None:
+    """An edit that makes one new chunk of a listed value costs one PUT, not two: the
+    entries naming the pack are in the list, so packing costs the index nothing."""
+    core = make_core()
+    first = store(config(), checkpoint("c01", {"doc": BIG}, {"doc": "1.a"}), core=core)
+    edited = BIG[:-10] + "0123456789"  # only the last chunk changes
+    second = store(config(cid="c01"), checkpoint("c02", {"doc": edited}, {"doc": "2.a"}), core=core)
+    (pack_key,) = second.objects
+    assert pack_key.endswith(".pack") and pack_key not in first.objects
+    assert len(codec.frames(second.objects[pack_key], key=pack_key)) == 2  # chunk, list
+    script = Script(read.get_tuple(make_core(), config(cid="c02")))
+    script.expect(is_query, page([second.item]))
+    tup = script.drain(from_bucket({**first.objects, **second.objects}))
+    assert tup is not None and tup.checkpoint["channel_values"] == {"doc": edited}

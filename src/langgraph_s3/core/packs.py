@@ -61,8 +61,11 @@ class Sealed:
 #: one per chunk) but costs every later entry naming its chunks ~32 bytes for the
 #: pack and ~6 per chunk, kept in the index with the checkpoints that carry them.
 #: A growing message list uploads one or two chunks a step, where loose blobs are
-#: cheaper; an edited document uploads several. Chunk lists count as chunks.
+#: cheaper; an edited document uploads several. Chunk lists count as chunks, and
+#: with one, two objects are packed already: the entries naming its chunks are in the
+#: list (in S3), not in the index.
 PACK_MIN = 3
+PACK_MIN_WITH_LIST = 2
 #: A pack holds at most this many bytes (a large value makes several, uploaded and
 #: read in parallel, as S3 serves large objects fastest in parts of 8-16 MB).
 PACK_MAX = 8 << 20
@@ -77,8 +80,8 @@ def seal(
     A chunk another flow is uploading is referenced where that flow put it (the
     upload waits for it); one known to exist, where it is; the rest go into packs of
     up to ``PACK_MAX`` bytes, in order, the chunk lists at the end of the last, or
-    stay loose blobs if there are fewer than ``PACK_MIN`` (or one would be alone in
-    its pack).
+    stay loose blobs if there are fewer than ``PACK_MIN`` (``PACK_MIN_WITH_LIST``
+    with a chunk list), or one would be alone in its pack.
     """
     idents = {id(blobs): lists.identity(blobs) for blobs in todo}
     by_ident = {idents[id(blobs)]: blobs for blobs in todo}
@@ -106,7 +109,7 @@ class _Placing:
     made: dict[bytes, tuple[str, Listed]] = field(default_factory=dict)
 
     def place(self, fresh: dict[str, bytes]) -> Placement:
-        if len(fresh) + len(self.todo) < PACK_MIN:
+        if len(fresh) + len(self.todo) < (PACK_MIN_WITH_LIST if self.todo else PACK_MIN):
             out: Placement = {key: (frame, {key: None}) for key, frame in fresh.items()}
             self.where.update({key: None for key in fresh})
             for ident, blobs in self.todo:
