@@ -107,7 +107,6 @@ def put(
     for name, entry in fresh.items():
         values.cache_entry(core, thread_id, ns, name, versions[name], entry)
         values.remember_latest(core, thread_id, ns, name, entry)
-        values.remember_value(core, thread_id, entry)
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
 
@@ -146,6 +145,9 @@ def _upload_values(
 
     todo = lists.pending(pending.values())
     yield from store_chunks(core, envelope.thread_id, uploads, with_object, todo)
+    # Stored now, committed or not: a write racing this put finds the value here.
+    for entry in fresh.values():
+        values.remember_value(core, envelope.thread_id, entry)
     return out[0]
 
 

@@ -58,10 +58,10 @@ def put_writes(
     packed = _pack_within_budget(core, thread_id, writes, records, uploads)
     todo = lists.pending(r.entry for r in records.values())
     sealed = yield from store_chunks(core, thread_id, uploads, todo=todo)
-    stored = []
     for i, record in records.items():
         entry = sealed.resolve(record.entry)
-        stored.append(entry)
+        # Stored now: the next checkpoint, racing this update, finds the value here.
+        remember_value(core, thread_id, entry)
         if entry is not record.entry:  # its chunks are placed now
             packed[i] = codec.pack_record(
                 Record(record.channel, entry).wire(), core.compression_level
@@ -80,8 +80,6 @@ def put_writes(
         if cancelled is not None:
             check_owner(core, thread_id, cancelled)
             raise S3SaverError(f"storing writes of task {task_id!r} failed: {cancelled.codes()}")
-    for entry in stored:
-        remember_value(core, thread_id, entry)
 
 
 def _encode_writes(
