@@ -69,7 +69,7 @@ AWS_BOTO3 = "boto3>=1.43.64,<2"
 #: both run the very same LangGraph.
 SHARED = ("langgraph", "langgraph-checkpoint", "langchain-core")
 
-WORKLOADS = ("a", "b", "c", "d", "e")
+WORKLOADS = ("a", "b", "c", "d", "e", "f")
 #: Measurements beside the workloads (issue 22): ``long`` = list() on long threads
 #: (``longthread.py``, S3Saver and DynamoDBSaver), ``cold`` = fresh-process first
 #: get_tuple (``coldstart.py``, S3Saver, AsyncS3Saver and DynamoDBSaver).
