@@ -426,7 +426,7 @@ class Report:
             "| saver | part | requests | units | $ per M supersteps |",
             "|---|---|---:|---:|---:|",
         ]
-        for saver in AWS:
+        for saver in (*AWS, *VARIANTS):
             run, cost = self.run("f", saver), self.cost("f", saver)
             if run is None or cost is None:
                 continue
