@@ -14,9 +14,11 @@ AWS = ("s3", "async", "dynamodb")
 #: Non-default configurations, run beside the defaults on the workloads where they
 #: show a trade-off (whenever S3Saver runs), and shown in the tables and beside the
 #: targets they trade, never in a verdict: saver kind -> workloads.
-VARIANTS = {"s3-inline": ("a",)}
+VARIANTS = {"s3-inline": ("a", "f")}
 #: ``s3-inline``: the index item holds checkpoint bodies up to 8 KiB, so (a)'s
-#: 12.5 KB context needs no blob (bench/README.md, "What the targets cost").
+#: 12.5 KB context needs no blob (bench/README.md, "What the targets cost"), and
+#: (f)'s checkpoints before their message list passes the 16 KiB value threshold
+#: need no S3 PUT (larger transactional items instead).
 INLINE_VARIANT_LIMIT = 8192
 LABELS = {
     "s3": "S3Saver",

@@ -45,6 +45,19 @@ SOURCES = [
     "CapacityUnitCalculations.html (item size and unit rules, transactions 2x)",
 ]
 
+#: S3 request classes as S3 prices them.
+S3_TIER1 = {
+    "PutObject",
+    "CopyObject",
+    "ListObjectsV2",
+    "ListObjects",
+    "CreateMultipartUpload",
+    "UploadPart",
+    "CompleteMultipartUpload",
+    "PostObject",
+}
+S3_FREE = {"DeleteObject", "DeleteObjects"}
+
 DDB_ITEM_OVERHEAD = 100
 
 

@@ -25,6 +25,7 @@ WORKLOADS = {
     "c": "(c) fan-out, 10 Send branches",
     "d": "(d) 5 MB document, ~1% edited per step",
     "e": "(e) cold resume of the chat thread, new process",
+    "f": "(f) small-state tool agent, new saver per invocation",
 }
 SHORT = {
     "PutObject": "PUT",
@@ -214,7 +215,7 @@ class Report:
         self.lines += [
             "## Requests per checkpointer call (all graph workloads)",
             "",
-            "Mean (max) per call, over every call the graphs made in workloads (a)-(e); "
+            "Mean (max) per call, over every call the graphs made in workloads (a)-(f); "
             "`list` from the probe below (a 30-checkpoint thread, `limit=10`, new saver).",
             "",
             "| saver | put: requests | put: round trips | put_writes: requests | "
@@ -315,6 +316,7 @@ class Report:
             ("a", ("until_interrupt", "resume")),
             ("d", ("load", "edit")),
             ("e", ("cold_load", "next_turn")),
+            ("f", ("first_turn", "resume", "second_turn")),
         ):
             for name in names:
                 for saver in (*SAVERS, *VARIANTS):
@@ -386,6 +388,74 @@ class Report:
                 f"{human_bytes(d['stored_after_edits'])} | "
                 f"{human_bytes(d['bytes_per_edit_step'])} | "
                 f"{human_bytes(zstd) if zstd else '-'} / {human_bytes(comp['gzip6'])} |"
+            )
+        self.lines.append("")
+
+    def agent_section(self) -> None:
+        """(f): what one invocation costs, and which requests its cost is made of."""
+        if not any(self.run("f", s) for s in SAVERS):
+            return
+        self.lines += [
+            "## Small-state tool agent (f)",
+            "",
+            "Every invocation is a new saver (as on Lambda): per thread a first user turn "
+            "that runs tool rounds until the approval's `interrupt()`, its resume, and a "
+            "second user turn. Per invocation: mean (min-max).",
+            "",
+            "| saver | invocation | count | supersteps | requests | seq. round trips |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for saver in SAVERS:
+            run = self.run("f", saver)
+            if run is None:
+                continue
+            for name in ("first_turn", "resume", "second_turn"):
+                rows = [r for r in run["invocations"] if r["phase"] == name]
+                cells = []
+                for key in ("supersteps", "requests", "round_trips"):
+                    xs = [r[key] for r in rows]
+                    cells.append(f"{sum(xs) / len(xs):.1f} ({min(xs)}-{max(xs)})")
+                self.lines.append(
+                    f"| {LABELS[saver]} | {name} | {len(rows)} | {' | '.join(cells)} |"
+                )
+        self.lines += [
+            "",
+            "Where the cost per million supersteps goes (AWS savers): DynamoDB write and read "
+            "units by request kind, S3 requests by kind, and one month of storage.",
+            "",
+            "| saver | part | requests | units | $ per M supersteps |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for saver in (*AWS, *VARIANTS):
+            run, cost = self.run("f", saver), self.cost("f", saver)
+            if run is None or cost is None:
+                continue
+            t = run["phases"]["total"]
+            steps = max(1, t["supersteps"])
+            for kind, row in t["per_kind"].items():
+                service, op = kind.split(":", 1)
+                if service == "s3":
+                    per_1k = prices.PRICES[
+                        "s3_put_per_1k" if op in prices.S3_TIER1 else "s3_get_per_1k"
+                    ]
+                    dollars = 0.0 if op in prices.S3_FREE else row["n"] * per_1k / 1000
+                    units = "-"
+                else:
+                    dollars = (
+                        row.get("wru", 0) * prices.PRICES["ddb_wru_per_million"]
+                        + row.get("rru", 0) * prices.PRICES["ddb_rru_per_million"]
+                    ) / 1e6
+                    units = f"{row.get('wru', 0):g} WRU, {row.get('rru', 0):g} RRU"
+                self.lines.append(
+                    f"| {LABELS[saver]} | {kind} | {row['n']} | {units} | "
+                    f"{dollars / steps * 1e6:.2f} |"
+                )
+            self.lines.append(
+                f"| {LABELS[saver]} | storage, 1 month | - | - | {cost['storage_month']:.2f} |"
+            )
+            self.lines.append(
+                f"| {LABELS[saver]} | **total** | {t['requests']} | {t['wru']:g} WRU, "
+                f"{t['rru']:g} RRU | **{cost['total']:.2f}** |"
             )
         self.lines.append("")
 
@@ -840,6 +910,7 @@ class Report:
         self.growth_section()
         self.document_section()
         self.storage_breakdown()
+        self.agent_section()
         self.cost_section()
         self.probes_section()
         self.imports_section()

@@ -184,6 +184,13 @@ def workload_rows(report: Any, human_bytes: Callable[[float], str]) -> list[Row]
     return rows
 
 
+def agent_row(report: Any) -> Row:
+    """(f): issue 22 asks for the measurement, not for a ratio, so no verdict."""
+    name = "(f) small-state tool agent: cost per M supersteps"
+    texts, _ = _ratios(report, "f", _cost, lambda x: f"${x:,.2f}")
+    return (name, "; ".join(texts), "none (informative)", None)
+
+
 def cold_resume_row(report: Any) -> Row:
     """(e): S3 GETs and sequential round trips of the new process's first read."""
     texts, ok = [], True
@@ -267,6 +274,7 @@ def v2_section(
     """The issue-22 table, filled from this run; and its rows for results.json."""
     rows = [
         *workload_rows(report, human_bytes),
+        agent_row(report),
         cold_resume_row(report),
         list_row(),
         cold_row(),

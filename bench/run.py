@@ -16,7 +16,7 @@ What it does:
 3. runs every workload against every saver, each in a fresh subprocess that
    prints its figures as JSON (``bench/runner.py``), plus the protocol probes
    (``bench/probes.py``) and import-time measurements (``bench/importtime.py``);
-   (a) also runs with ``S3Saver(index_inline_limit=8192)``, the configuration
+   (a) and (f) also run with ``S3Saver(index_inline_limit=8192)``, the configuration
    that trades target 7 for target 1; then the long-thread ``list`` runs
    (``bench/longthread.py``) and the cold-start samples (``bench/coldstart.py``);
 4. writes ``bench/results/results.md``, ``results.json`` and PNG plots
@@ -69,7 +69,7 @@ AWS_BOTO3 = "boto3>=1.43.64,<2"
 #: both run the very same LangGraph.
 SHARED = ("langgraph", "langgraph-checkpoint", "langchain-core")
 
-WORKLOADS = ("a", "b", "c", "d", "e")
+WORKLOADS = ("a", "b", "c", "d", "e", "f")
 #: Measurements beside the workloads (issue 22): ``long`` = list() on long threads
 #: (``longthread.py``, S3Saver and DynamoDBSaver), ``cold`` = fresh-process first
 #: get_tuple (``coldstart.py``, S3Saver, AsyncS3Saver and DynamoDBSaver).

@@ -26,9 +26,13 @@ from typing import Any
 import wire
 from capacity import TableSnapshot, request_units
 from catalog import LABELS, LATENCY_PROFILES
+from prices import S3_FREE, S3_TIER1
 from savers import Driver, fake_credentials, make_driver
 from workloads import (
+    AGENT_ROUNDS,
     Sizes,
+    agent_user_message,
+    build_agent,
     build_approval,
     build_chat,
     build_document,
@@ -37,19 +41,6 @@ from workloads import (
     fanout_topic,
     user_message,
 )
-
-#: S3 request classes as S3 prices them.
-S3_TIER1 = {
-    "PutObject",
-    "CopyObject",
-    "ListObjectsV2",
-    "ListObjects",
-    "CreateMultipartUpload",
-    "UploadPart",
-    "CompleteMultipartUpload",
-    "PostObject",
-}
-S3_FREE = {"DeleteObject", "DeleteObjects"}
 
 
 @dataclass
@@ -86,9 +77,11 @@ def phase_figures(phase: Phase, snapshot: TableSnapshot | None) -> dict[str, Any
     reqs = phase.requests
     kinds = Counter(wire.kind(r) for r in reqs)
     wru = rru = 0.0
+    units_of: dict[int, dict[str, float]] = {}
     for r in reqs:
         if r.service == "dynamodb":
             units = request_units(r.summary, snapshot)
+            units_of[id(r)] = units
             wru += units["wru"]
             rru += units["rru"]
     s3_ops = [r.op for r in reqs if r.service == "s3"]
@@ -111,8 +104,12 @@ def phase_figures(phase: Phase, snapshot: TableSnapshot | None) -> dict[str, Any
         }
     per_kind: dict[str, dict[str, float]] = {}
     for r in reqs:
-        row = per_kind.setdefault(wire.kind(r), {"n": 0, "ms": 0.0, "bytes_out": 0, "bytes_in": 0})
+        row = per_kind.setdefault(
+            wire.kind(r), {"n": 0, "ms": 0.0, "bytes_out": 0, "bytes_in": 0, "wru": 0, "rru": 0}
+        )
         row["n"] += 1
+        row["wru"] += units_of.get(id(r), {}).get("wru", 0)
+        row["rru"] += units_of.get(id(r), {}).get("rru", 0)
         # Time on the wire beyond the injected latency: moto's work plus transfer.
         row["ms"] += wire.service_seconds(r) * 1000
         row["bytes_out"] += r.bytes_out
@@ -345,12 +342,58 @@ def run_cold_resume(run: Run) -> None:
     run.extra["resumed_turns"] = n
 
 
+def run_agent(run: Run) -> None:
+    """(f) small-state tool agents, one new saver per invocation (as on Lambda).
+
+    Each thread: the first user turn runs tool rounds until the approval tool's
+    ``interrupt()``; a new saver resumes it to the answer; a new saver takes the
+    second user turn, which runs its tool rounds to the answer.
+    """
+    from langgraph.types import Command
+
+    phases = {name: run.phase(name) for name in ("first_turn", "resume", "second_turn")}
+    invocations: list[dict[str, Any]] = []
+    for i in range(run.sizes.agent_threads):
+        cfg = {"configurable": {"thread_id": f"agent-{i}"}}
+        builder = build_agent(i)
+        for name, inputs in (
+            ("first_turn", {"messages": [agent_user_message(i, 0)]}),
+            ("resume", Command(resume=True)),
+            ("second_turn", {"messages": [agent_user_message(i, 1)]}),
+        ):
+            phase = phases[name]
+            before = len(phase.requests), len(phase.calls)
+            with phase.timed():
+                saver = run.driver.new_saver()
+                graph = builder.compile(checkpointer=saver)
+                out = run.driver.invoke(graph, inputs, cfg)
+            requests = phase.requests[before[0] :]
+            invocations.append(
+                {
+                    "thread": i,
+                    "phase": name,
+                    "requests": len(requests),
+                    "round_trips": len(wire.critical_chain(requests)),
+                    "supersteps": sum(1 for c in phase.calls[before[1] :] if c.method == "put"),
+                }
+            )
+            if name == "first_turn":
+                assert "__interrupt__" in out, "the agent did not pause for approval"
+            else:
+                tools = sum(1 for m in out["messages"] if m.type == "tool")
+                assert tools == sum(AGENT_ROUNDS[: 1 if name == "resume" else 2]), out
+                assert not out["messages"][-1].tool_calls, "the agent did not answer"
+    run.phases.append(merge("total", *phases.values()))
+    run.extra["invocations"] = invocations
+
+
 WORKLOADS: dict[str, Callable[[Run], None]] = {
     "a": run_approval,
     "b": run_chat,
     "c": run_fanout,
     "d": run_document,
     "e": run_cold_resume,
+    "f": run_agent,
 }
 #: Runs that call the checkpointer directly (their own modules).
 EXTRAS = ("probes", "long")
