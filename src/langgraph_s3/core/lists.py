@@ -37,9 +37,11 @@ if TYPE_CHECKING:
     from langgraph_s3.core.schema import WritesRow
     from langgraph_s3.core.state import SaverCore
 
-#: An entry naming more chunks than this is stored as a chunk list. A growing message
-#: list stays below it (a 200-turn chat has ~25), a multi-megabyte value does not.
-LIST_MIN = 32
+#: An entry naming more chunks than this is stored as a chunk list. A list costs a
+#: reader without it one more round trip (the list, then its chunks), so only entries
+#: too large for a body in the index (~3 KB at 64 chunks) are listed: a 200-turn chat
+#: (35 chunks and pieces, benchmark (e)) is not, a multi-megabyte document is.
+LIST_MIN = 64
 #: The pack digest a chunk list gives the pack it is stored in.
 SELF = b""
 #: What a chunk list stands for until its call's chunks are placed (``packs.seal``).
