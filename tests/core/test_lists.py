@@ -103,12 +103,17 @@ def test_a_value_under_the_limit_keeps_its_chunk_list_inline() -> None:
     assert stored.item[schema.BODY]["B"][len(codec.MAGIC)] == codec.LAYOUT_PACKS
 
 
-def test_a_body_in_s3_that_names_a_list_reads_back() -> None:
+def test_a_body_in_s3_that_names_a_list_reads_back_in_three_round_trips() -> None:
     stored = store(config(), checkpoint("c01", {"doc": BIG}), core=make_core(index_inline_limit=0))
     assert schema.BODY not in stored.item and len(stored.objects) == 2
+    assert schema.PACK_PREFETCH in stored.item  # the list's range, named ahead
+    answer = from_bucket(stored.objects)
     script = Script(read.get_tuple(make_core(), config(cid="c01")))
     script.expect(is_query, page([stored.item]))
-    tup = script.drain(from_bucket(stored.objects))
+    first = script.expect(only_gets, [answer(op) for op in script.pending])
+    assert len(first) == 2  # the body and its list, together
+    script.expect(only_gets, [answer(op) for op in script.pending])  # the chunks
+    tup = script.returns()
     assert tup is not None and tup.checkpoint["channel_values"] == {"doc": BIG}
 
 

@@ -27,7 +27,7 @@ from langgraph.checkpoint.base import (
 from langgraph_s3 import codec, guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
-from langgraph_s3.core.entries import Blobs, Entry, Envelope
+from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed
 from langgraph_s3.core.index import (
     IDEMPOTENT_MISMATCH,
     TXN_CANCELLED,
@@ -227,6 +227,8 @@ def _checkpoint_item(
                 if e.span(i) is None
             )
         )
+        # A value stored through a chunk list: the list comes with the object.
+        refs += [e.digest for e in entries.values() if isinstance(e, Listed) and e.span is None]
         if refs and len(refs) <= PREFETCH_MAX:
             item[schema.PREFETCH] = b(b"".join(refs))
         ranges = _pack_ranges(entries)
@@ -249,6 +251,8 @@ def _pack_ranges(entries: Mapping[str, Entry]) -> list[tuple[bytes, int, int]]:
     ranges: dict[bytes, tuple[int, int]] = {}
     for entry in entries.values():
         spans = entry.spans if isinstance(entry, Blobs) else None
+        if isinstance(entry, Listed):
+            spans = (entry.span,)
         for span in spans or ():
             if span is not None:
                 start, end = ranges.get(span.pack, (span.offset, span.offset + span.length))

@@ -148,7 +148,7 @@ def load(
     envs = yield from read_envelopes(
         core, [r for r, _ in found], write_refs, prefetch, fetched, ranges, got_ranges
     )
-    yield from _expand_lists(core, found, envs, fetched)
+    yield from _expand_lists(core, found, envs, fetched, got_ranges)
     value_refs = [
         ref
         for (row, ws), env in zip(found, envs, strict=True)
@@ -168,10 +168,15 @@ def load(
 
 
 def _expand_lists(
-    core: SaverCore, found: Sequence[Found], envs: Sequence[Envelope], fetched: dict[str, bytes]
+    core: SaverCore,
+    found: Sequence[Found],
+    envs: Sequence[Envelope],
+    fetched: dict[str, bytes],
+    ranges: Mapping[str, tuple[int, bytes]],
 ) -> Flow[None]:
     """Give every chunk list the checkpoints and writes name its content: from
-    ``fetched``, or (named by a body kept in S3) read now, one round trip."""
+    ``fetched`` or the prefetched pack ``ranges``, else (a list the index did not
+    name ahead of its body in S3) read now, one round trip."""
     pairs = [
         (row.thread_id, entry)
         for (row, ws), env in zip(found, envs, strict=True)
@@ -180,7 +185,7 @@ def _expand_lists(
     known = lists.decode(core, pairs, fetched)
     missing = [(t, e) for t, e in lists.unread(pairs) if (t, e.digest) not in known]
     if missing:
-        more = yield from fetch_chunks(core, lists.refs(core, missing))
+        more = yield from fetch_chunks(core, lists.refs(core, missing), fetched, ranges)
         known.update(lists.decode(core, missing, more))
     for (row, ws), env in zip(found, envs, strict=True):
         lists.expand_envelope(env, row.thread_id, known)
