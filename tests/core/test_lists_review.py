@@ -67,3 +67,29 @@ def test_a_list_shared_from_another_flow_is_not_used_when_a_pack_it_names_failed
     script.expect(is_query, page([cp.item, writes_item]))
     tup = script.drain(from_bucket({**cp.objects, **bucket}))
     assert tup is not None and tup.pending_writes == [("taskB", "doc", BIG)]
+
+
+def test_re_using_a_remembered_value_does_not_extend_how_long_it_is_trusted() -> None:
+    """The collector's rule (docs/retention.md) bounds how long a saver trusts that an
+    object exists by ``cache_ttl`` from when it last saw it. Re-using the value cache's
+    entry put it back with a new time, so a value written every few minutes was trusted
+    for ever without its objects being uploaded or read again."""
+    now = [0.0]
+    core = make_core(cache_ttl=100.0)
+    for cache in vars(core.caches).values():
+        cache._clock = lambda: now[0]
+    cfg = config(cid="c01")
+    first = Script(put_writes(core, cfg, [("doc", BIG)], "t0"))
+    bucket: dict[str, bytes] = {}
+    first.drain(_answer(bucket, {}))
+    assert bucket  # the chunks and their list went up
+    stored_at = 0.0
+    for step in range(1, 5):
+        now[0] = step * 60.0  # each re-use within cache_ttl of the previous one
+        again: dict[str, bytes] = {}
+        Script(put_writes(core, cfg, [("doc", BIG)], f"t{step}")).drain(_answer(again, {}))
+        if now[0] - stored_at > 100.0:  # no longer trusted, so stored again
+            assert again, f"at {now[0]}s the objects were trusted, stored at {stored_at}s"
+            stored_at = now[0]
+        else:
+            assert not again
