@@ -93,3 +93,23 @@ def test_re_using_a_remembered_value_does_not_extend_how_long_it_is_trusted() ->
             stored_at = now[0]
         else:
             assert not again
+
+
+def test_two_threads_storing_the_same_value_at_once_each_store_their_own_list() -> None:
+    """Chunk lists were shared between flows by what they list alone: a flow of thread
+    t2 took the list a flow of thread t1 was uploading, into t1's folder, and its record
+    named a list t2's folder does not have."""
+    core = make_core()
+    first = Script(put_writes(core, config("t1", cid="c01"), [("doc", BIG)], "task"))
+    second = Script(put_writes(core, config("t2", cid="c01"), [("doc", BIG)], "task"))
+    bucket: dict[str, bytes] = {}
+    first.drain(_answer(bucket, {}))
+    second.step([_answer(bucket, {})(op) for op in second.pending])
+    writes_item = applied(second.pending.update(), {})
+    second.step(None)
+    second.returns()
+    cp = store(config("t2"), checkpoint("c01", {"x": 1}), core=make_core())
+    script = Script(read.get_tuple(make_core(), config("t2", cid="c01")))
+    script.expect(is_query, page([cp.item, writes_item]))
+    tup = script.drain(from_bucket({**cp.objects, **bucket}))
+    assert tup is not None and tup.pending_writes == [("task", "doc", BIG)]

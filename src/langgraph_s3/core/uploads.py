@@ -6,7 +6,8 @@ loose blob) owns its upload; another flow that needs the same chunk meanwhile
 references it where the owner put it and waits on the owner's future
 (``WaitUpload``) instead of uploading the same bytes again. If the owner's upload
 fails, the waiting flow places the chunk again itself. Chunk lists are shared the
-same way, by the chunks they list (their bytes depend on where they were placed).
+same way, by their thread and the chunks they list (their bytes depend on where
+they were placed, and they name packs of their own thread's folder).
 This is the only state in the core that two flows touch at the same time, hence the
 lock.
 """
