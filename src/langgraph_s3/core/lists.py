@@ -73,9 +73,10 @@ def content(blobs: Blobs) -> bytes:
     return codec.pack(blobs.wire())
 
 
-def identity(blobs: Blobs) -> bytes:
-    """What makes two chunk lists the same list: the chunks, not where they are."""
-    return codec.digest_bytes(codec.pack(replace(blobs, spans=None).wire()))
+def identity(folder: str, blobs: Blobs) -> bytes:
+    """What makes two chunk lists the same list: the thread folder they are stored in
+    (a list names packs of its own folder) and the chunks, not where they are."""
+    return codec.digest_bytes(codec.pack([folder, replace(blobs, spans=None).wire()]))
 
 
 def ref(core: SaverCore, thread_id: str, entry: Listed) -> ChunkRef:

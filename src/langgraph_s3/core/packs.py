@@ -83,7 +83,8 @@ def seal(
     stay loose blobs if there are fewer than ``PACK_MIN`` (``PACK_MIN_WITH_LIST``
     with a chunk list), or one would be alone in its pack.
     """
-    idents = {id(blobs): lists.identity(blobs) for blobs in todo}
+    folder = core.layout.thread_prefix(thread_id)
+    idents = {id(blobs): lists.identity(folder, blobs) for blobs in todo}
     by_ident = {idents[id(blobs)]: blobs for blobs in todo}
 
     def place(

@@ -6,7 +6,8 @@ loose blob) owns its upload; another flow that needs the same chunk meanwhile
 references it where the owner put it and waits on the owner's future
 (``WaitUpload``) instead of uploading the same bytes again. If the owner's upload
 fails, the waiting flow places the chunk again itself. Chunk lists are shared the
-same way, by the chunks they list (their bytes depend on where they were placed).
+same way, by their thread and the chunks they list (their bytes depend on where
+they were placed, and they name packs of their own thread's folder).
 This is the only state in the core that two flows touch at the same time, hence the
 lock.
 """
@@ -58,7 +59,9 @@ class SharedUploads:
 
     def __init__(self) -> None:
         self._inflight: dict[str, tuple[Future[bool], Span | None]] = {}
-        self._lists: dict[bytes, tuple[Future[bool], str, Listed]] = {}
+        #: chunk list identity -> the upload carrying it, its chunk key, the list, and
+        #: the other uploads its maker waits for that carry chunks the list names
+        self._lists: dict[bytes, tuple[Future[bool], str, Listed, dict[str, Future[bool]]]] = {}
         self._lock = threading.Lock()
 
     def share(
@@ -88,10 +91,14 @@ class SharedUploads:
             todo = []
             for ident in dict.fromkeys(lists):
                 maker = self._lists.get(ident)
-                if maker is not None and _usable(maker[0]):
-                    upload, key, listed = maker
+                # The list names its chunks where its maker put or found them: it is
+                # only as good as every upload that flow waits for.
+                if maker is not None and all(map(_usable, [maker[0], *maker[3].values()])):
+                    upload, key, listed, deps = maker
                     shares.lists[ident] = listed
                     shares.waits[key], shares.where[key] = upload, listed.span
+                    for dep, dep_upload in deps.items():
+                        shares.waits.setdefault(dep, dep_upload)
                 else:
                     todo.append(ident)
             placement, made = place(fresh, dict(shares.where), todo)
@@ -107,7 +114,8 @@ class SharedUploads:
                 carrier = next((o for o, (_, spans) in placement.items() if key in spans), None)
                 if carrier is not None:  # else an existing list is re-used, nothing to share
                     shares.carried[ident] = carrier
-                    self._lists[ident] = (shares.done[carrier], key, listed)
+                    deps = _named_waits(shares, listed)
+                    self._lists[ident] = (shares.done[carrier], key, listed, deps)
         return shares
 
     def release(
@@ -137,3 +145,14 @@ def _usable(upload: Future[bool]) -> bool:
     # An upload that already failed (its flow has not released it yet) is nobody's:
     # the flow that needs its content places it itself.
     return not (upload.done() and not upload.result())
+
+
+def _named_waits(shares: Shares, listed: Listed) -> dict[str, Future[bool]]:
+    """The other flows' uploads ``shares`` waits for that may carry a chunk ``listed``
+    names (loose ones are named by digest alone, so every loose one counts)."""
+    named = set(listed.blobs.spans or ()) if listed.blobs is not None else set()
+    return {
+        key: fut
+        for key, fut in shares.waits.items()
+        if shares.where.get(key) is None or shares.where[key] in named
+    }

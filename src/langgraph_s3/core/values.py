@@ -240,8 +240,14 @@ def remember_value(core: SaverCore, thread_id: str, entry: Entry) -> None:
     """Keep a stored entry under its value's digest, so storing the same value again
     (the next checkpoint carrying a task's write) re-uses it (``blob_entry``)."""
     blobs = entry.blobs if isinstance(entry, Listed) else entry
-    if isinstance(blobs, Blobs) and blobs.value is not None:
-        core.caches.values.put((thread_id, blobs.type, blobs.value), entry, entry_size(entry))
+    if not isinstance(blobs, Blobs) or blobs.value is None:
+        return
+    key = (thread_id, blobs.type, blobs.value)
+    # Only storing starts the time the entry is trusted (cache_ttl): putting back an
+    # entry that was re-used would trust its objects for longer than the collector's
+    # rule allows (docs/retention.md, "Why two phases").
+    if key not in core.caches.values:
+        core.caches.values.put(key, entry, entry_size(entry))
 
 
 def blob_shape(type_: str, data: bytes) -> Blobs:
