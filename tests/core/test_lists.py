@@ -11,7 +11,14 @@ import pytest
 
 from langgraph_s3 import codec
 from langgraph_s3.core import lists, read, schema
-from langgraph_s3.core.entries import Blobs, Listed, Span, entry_from_wire, record_from_wire
+from langgraph_s3.core.entries import (
+    Blobs,
+    ChunkRef,
+    Listed,
+    Span,
+    entry_from_wire,
+    record_from_wire,
+)
 from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
 from langgraph_s3.keys import Layout
 from langgraph_s3.operations import S3Get
@@ -133,15 +140,20 @@ def test_a_list_of_the_wrong_size_or_kind_or_a_loose_one_naming_its_pack_is_refu
     data = lists.content(inner)
     loose = Listed(codec.digest_bytes(data), len(data), None)
     with pytest.raises(CorruptObjectError, match="names its own pack"):
-        lists.open_list(loose, data, "t1/b/x")
-    with pytest.raises(CorruptObjectError, match="wrong size"):
-        lists.open_list(replace(loose, size=1), data, "t1/b/x")
+        lists.open_list(loose, data, ChunkRef("t1/b/x"))
+    with pytest.raises(CorruptObjectError, match="wrong size") as info:
+        lists.open_list(replace(loose, size=1), data, ChunkRef("t1/b/x"))
+    assert info.value.key == "t1/b/x"
     packed = replace(loose, span=Span(b"\x07" * 32, 100, 50))
-    opened = lists.open_list(packed, data, "t1/b/x")
+    in_pack = ChunkRef("t1/b/x", packed.span, "t1/b/p.pack")
+    with pytest.raises(CorruptObjectError, match="wrong size") as info:
+        lists.open_list(replace(packed, size=1), data, in_pack)
+    assert info.value.key == "t1/b/p.pack"  # the object to repair or delete
+    opened = lists.open_list(packed, data, in_pack)
     assert opened.spans is not None and {s.pack for s in opened.spans if s} == {b"\x07" * 32}
     listed_again = codec.pack(packed.wire())
     with pytest.raises(CorruptObjectError, match="does not list chunks"):
-        lists.open_list(replace(loose, size=len(listed_again)), listed_again, "t1/b/x")
+        lists.open_list(replace(loose, size=len(listed_again)), listed_again, ChunkRef("t1/b/x"))
 
 
 def test_a_listed_entry_round_trips_and_a_malformed_one_is_refused() -> None:

@@ -303,7 +303,7 @@ def _mark_lists(run: _Run) -> Flow[None]:
     for (folder, entry), ref in zip(listed, refs, strict=True):
         try:
             got = payloads if payloads is not None else (yield from fetch_chunks(run.core, [ref]))
-            blobs = lists.open_list(entry, got[ref.key], ref.key)
+            blobs = lists.open_list(entry, got[ref.key], ref)
         except ObjectError as exc:
             _protect(run, folder, exc)  # what it lists is unknown
             continue

@@ -113,7 +113,9 @@ def decode(
     for thread_id, entry in unread(pairs):
         key = ref(core, thread_id, entry).key
         if key in payloads:
-            found[(thread_id, entry.digest)] = open_list(entry, payloads[key], key)
+            found[(thread_id, entry.digest)] = open_list(
+                entry, payloads[key], ref(core, thread_id, entry)
+            )
     return found
 
 
@@ -140,9 +142,11 @@ def expand_writes(writes: Iterable[WritesRow], thread_id: str, found: Found) -> 
         ]
 
 
-def open_list(entry: Listed, payload: bytes, key: str) -> Blobs:
-    """The entry a chunk list holds (``payload``: the verified blob at ``key``)."""
-    where = key if entry.span is None else f"{key} (packed)"
+def open_list(entry: Listed, payload: bytes, at: ChunkRef) -> Blobs:
+    """The entry a chunk list holds (``payload``: the verified blob ``at``); damage
+    names the object to repair or delete (the pack, for a packed list)."""
+    key = at.pack or at.key
+    where = at.key if at.pack is None else f"{at.key} in pack {at.pack}"
     if len(payload) != entry.size:
         raise CorruptObjectError(f"chunk list {where!r} has the wrong size", key=key)
     inner = entry_from_wire(codec.unpack(payload, key=key), "chunk list", key)

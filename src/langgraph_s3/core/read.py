@@ -111,24 +111,7 @@ def load(
     """
     if not found:
         return []
-    write_pairs = [
-        (row.thread_id, rec.entry) for row, ws in found for w in ws for _, rec in w.records
-    ]
-    # Chunk lists named by pending writes and by bodies kept in the index are known
-    # already: they come with the checkpoint objects.
-    early = [
-        (row.thread_id, entry)
-        for row, _ in found
-        if row.body is not None
-        for entry in open_envelope(core, row, row.body).channels.values()
-    ]
-    write_refs = [
-        ref
-        for thread_id, entry in write_pairs
-        if not isinstance(entry, Listed)
-        for ref in packs.chunk_refs(core, thread_id, entry)
-    ]
-    write_refs += lists.refs(core, [*write_pairs, *early])
+    write_refs = _first_chunks(core, found)
     # Checkpoint objects, pending-write chunks and the value blobs the index names
     # go out in the same round trip.
     prefetch = [
@@ -165,6 +148,27 @@ def load(
             for name, entry in env.channels.items():
                 values.remember_latest(core, row.thread_id, row.ns, name, entry)
     return out
+
+
+def _first_chunks(core: SaverCore, found: Sequence[Found]) -> list[ChunkRef]:
+    """What must come with the checkpoint objects: the pending writes' chunks, and the
+    chunk lists named by pending writes and by bodies kept in the index (known now)."""
+    write_pairs = [
+        (row.thread_id, rec.entry) for row, ws in found for w in ws for _, rec in w.records
+    ]
+    early = [
+        (row.thread_id, entry)
+        for row, _ in found
+        if row.body is not None
+        for entry in open_envelope(core, row, row.body).channels.values()
+    ]
+    refs = [
+        ref
+        for thread_id, entry in write_pairs
+        if not isinstance(entry, Listed)
+        for ref in packs.chunk_refs(core, thread_id, entry)
+    ]
+    return refs + lists.refs(core, [*write_pairs, *early])
 
 
 def _expand_lists(
