@@ -20,6 +20,7 @@ from typing import Any
 from tests.conftest import Backend
 from tests.faults import damage, env, extras
 from tests.faults.cases import MODES, Case, Outcome, count_calls, run_async, run_sync
+from tests.faults.checks import entry_kinds
 from tests.faults.graph import Effects
 from tests.faults.inject import KINDS, fast_backoff
 from tests.faults.kill import akill9, kill9
@@ -50,7 +51,13 @@ PROFILES = {
         throttle_threads=4,
         racers=3,
         kills=2,
-        damages=("checkpoint-object", "blob", "index-body", "pending-write", "head"),
+        damages=(
+            "checkpoint-object",
+            "blob",
+            "index-body",
+            "pending-write",
+            "head",
+        ),
     ),
     "full": Profile("full", None, None, every_combo_at=0, throttle_threads=20, racers=8, kills=12),
 }
@@ -149,6 +156,7 @@ class Sweep:
         half = None if self.deadline is None else (self.started + self.deadline) / 2
         calls, _, self.reference = count_calls(base, "sync", self.effects)
         self.figures["calls_per_run"] = {"S3Saver": calls}
+        self.figures["entries"] = {"S3Saver": entry_kinds(base)}
         cases = plan("sync", calls, self.profile)
         self.planned += len(cases)
         for n, case in enumerate(cases):
@@ -176,6 +184,7 @@ class Sweep:
         sweep, damage, the race and throttling."""
         acalls, _, areference = count_calls(base, "async", self.effects)
         self.figures["calls_per_run"]["AsyncS3Saver"] = acalls
+        self.figures["entries"]["AsyncS3Saver"] = entry_kinds(base)
         self.figures["same_reference"] = areference == self.reference
         cases = plan("async", acalls, self.profile)
         self.planned += len(cases)
@@ -264,7 +273,7 @@ def run(
     (``env.scratch``), so memory stays flat however many cases run.
     """
     sweep = Sweep(profile, deadline, log)
-    with fast_backoff():
+    with fast_backoff(), env.chunk_lists():
         with env.inproc() as base:
             sweep.on_inproc(base)
         with env.server(server_url) as base:

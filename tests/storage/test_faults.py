@@ -5,10 +5,11 @@ once — refused before the server, or executed with its response lost — with 
 retries on and off, and the thread is resumed by a fresh saver (the process died) or
 by the same one (a warm Lambda container), on S3Saver (moto in-process) and on
 AsyncS3Saver (moto server). Then, on both savers: throttling, racing resumes, damaged
-storage and ``kill -9``. Every case has a bucket and table of its own, deleted when it
-ends. Clock skew is covered by tests/storage/test_clock_skew.py. The full profile
-(every call, every fault) is ``python -m tests.faults --profile full``; its figures
-are in docs/reliability.md.
+storage and ``kill -9``. The suite stores the graph's document
+as a chunk list (tests/faults/env.py, ``LIST_MIN``), so every case covers lists too.
+Every case has a bucket and table of its own, deleted when it ends. Clock skew is
+covered by tests/storage/test_clock_skew.py. The full profile (every call, every fault)
+is ``python -m tests.faults --profile full``; its figures are in docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ def test_quick_fault_profile(moto_server: str, record_property: Callable[[str, A
         },
     )
     assert figures["same_reference"], "S3Saver and AsyncS3Saver ended in different states"
+    # The document really is stored as a chunk list (env.LIST_MIN), by both savers.
+    for saver, kinds in figures["entries"].items():
+        assert kinds["lists_packed"] + kinds["lists_loose"] > 0, (saver, kinds)
 
     # The sweep: every planned case injected its fault, and every invariant held.
     assert s["cases"] == s["planned"] and s["faults_injected"] == s["cases"], s
