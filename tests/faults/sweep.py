@@ -54,6 +54,8 @@ PROFILES = {
         damages=(
             "checkpoint-object",
             "blob",
+            "list",
+            "missing-list",
             "index-body",
             "pending-write",
             "head",

@@ -5,7 +5,7 @@ once — refused before the server, or executed with its response lost — with 
 retries on and off, and the thread is resumed by a fresh saver (the process died) or
 by the same one (a warm Lambda container), on S3Saver (moto in-process) and on
 AsyncS3Saver (moto server). Then, on both savers: throttling, racing resumes, damaged
-storage and ``kill -9``. The suite stores the graph's document
+storage (chunk lists included) and ``kill -9``. The suite stores the graph's document
 as a chunk list (tests/faults/env.py, ``LIST_MIN``), so every case covers lists too.
 Every case has a bucket and table of its own, deleted when it ends. Clock skew is
 covered by tests/storage/test_clock_skew.py. The full profile (every call, every fault)
@@ -75,7 +75,8 @@ def test_quick_fault_profile(moto_server: str, record_property: Callable[[str, A
         if d["kind"] == "missing-head":  # the head only guards commits; a missing one
             assert d["resume"] == "completed", d  # is recreated by the next commit
         else:
-            expected = "MissingObjectError" if d["kind"] == "missing-blob" else "CorruptObjectError"
+            missing = d["kind"] in ("missing-blob", "missing-list")
+            expected = "MissingObjectError" if missing else "CorruptObjectError"
             assert d["resume"] == expected, d
             assert d["kind"] == "head" or d["refused_reads"] > 0, d
 
