@@ -79,6 +79,8 @@ def render(figures: dict[str, Any], limited: bool) -> str:
         ("cases run / planned", f"{s['cases']} / {s['planned']}"
                                 + (" (stopped at the time bound)" if limited else "")),
         ("faults injected", s["faults_injected"]),
+        ("… not injected: the run ended before the call (one PUT fewer than the clean run)",
+         s["not_injected"]),
         ("… run raised, thread resumed", s["resumed"]),
         ("… absorbed by botocore's retries", s["absorbed_by_retries"]),
         ("identical final state", f"{s['identical_final_state']} / {s['faults_injected']}"),

@@ -48,8 +48,10 @@ def test_quick_fault_profile(moto_server: str, record_property: Callable[[str, A
     for saver, kinds in figures["entries"].items():
         assert kinds["lists_packed"] + kinds["lists_loose"] > 0, (saver, kinds)
 
-    # The sweep: every planned case injected its fault, and every invariant held.
-    assert s["cases"] == s["planned"] and s["faults_injected"] == s["cases"], s
+    # The sweep: every planned case injected its fault (unless its run ended before the
+    # call: see sweep.summarize, which counts that as failed otherwise), and every
+    # invariant held.
+    assert s["cases"] == s["planned"] and s["faults_injected"] + s["not_injected"] == s["cases"], s
     assert s["resumed"] > 0 and s["absorbed_by_retries"] > 0, s
     assert not s["failed"], "\n".join(s["failed"])
     assert s["identical_final_state"] == s["faults_injected"]
