@@ -85,6 +85,7 @@ def test_quick_fault_profile(moto_server: str, record_property: Callable[[str, A
     # kill -9 at seeded calls, then a fresh saver of the same kind resumes.
     for k in (figures["kill9"], figures["kill9_async"]):
         assert k["runs"] == k["killed"] == k["identical"] == PROFILES["quick"].kills, k
+        assert k["lists_by_children"] > 0, k  # the children store the document as a list
         assert not k["bad"], k
 
 
