@@ -57,6 +57,7 @@ def render(figures: dict[str, Any], limited: bool) -> str:
     s = figures["sweep"]
     calls = figures["calls_per_run"]
     memory = figures["memory_mb"]
+    e, ea = figures["entries"]["S3Saver"], figures["entries"]["AsyncS3Saver"]
     commit = subprocess.run(
         ["git", "log", "-1", "--format=%h", "--", "src"],
         capture_output=True,
@@ -72,9 +73,14 @@ def render(figures: dict[str, Any], limited: bool) -> str:
                     f"library commit {commit}"),
         ("AWS calls in one clean run", f"S3Saver {calls['S3Saver']}, "
                                        f"AsyncS3Saver {calls['AsyncS3Saver']}"),
+        ("values named in one clean run's storage (S3Saver / AsyncS3Saver): chunk lists "
+         "packed, loose; plain chunk entries",
+         ", ".join(_pair(e[k], ea[k]) for k in ("lists_packed", "lists_loose", "chunks"))),
         ("cases run / planned", f"{s['cases']} / {s['planned']}"
                                 + (" (stopped at the time bound)" if limited else "")),
         ("faults injected", s["faults_injected"]),
+        ("… not injected: the run ended before the call (one PUT fewer than the clean run)",
+         s["not_injected"]),
         ("… run raised, thread resumed", s["resumed"]),
         ("… absorbed by botocore's retries", s["absorbed_by_retries"]),
         ("identical final state", f"{s['identical_final_state']} / {s['faults_injected']}"),
@@ -122,6 +128,7 @@ def main(argv: list[str]) -> int:
         s["failed"]
         or any(figures[k]["bad"] for k in ("kill9", "kill9_async", "throttle", "throttle_async"))
         or any(d["problems"] for d in figures["damage"] + figures["damage_async"])
+        or not all(e["lists_packed"] + e["lists_loose"] for e in figures["entries"].values())
     )
     return 1 if broken else 0
 

@@ -31,6 +31,7 @@ class Case:
 class Outcome:
     case: Case
     fired: str = ""  # the operation that was failed ("" if the run had fewer calls)
+    calls: int = 0  # the AWS calls the faulty run made (before any resume)
     raised: str = ""  # what the faulty run raised ("" if botocore's retry absorbed it)
     verdict: Verdict = field(default_factory=Verdict)
 
@@ -63,7 +64,7 @@ def run_sync(backend: Backend, case: Case, reference: Any, effects: Effects) -> 
         final = drive(build(saver, effects), case.thread)
     except Exception as exc:
         out.raised = type(exc).__name__
-    out.fired = injector.fired
+    out.fired, out.calls = injector.fired, injector.calls
     injector.disarm()
     problems: list[str] = []
     if out.raised:
@@ -91,7 +92,7 @@ async def run_async(backend: Backend, case: Case, reference: Any, effects: Effec
             final = await adrive(build(saver, effects), case.thread)
         except Exception as exc:
             out.raised = type(exc).__name__
-        out.fired = injector.fired
+        out.fired, out.calls = injector.fired, injector.calls
         injector.disarm()
         if out.raised and case.mode == "warm":
             try:

@@ -4,10 +4,15 @@ sweep reports every broken case (``tests/storage/test_faults.py`` asserts the co
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph_s3 import codec
+from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed, envelope_from_wire
+from langgraph_s3.core.schema import is_checkpoint_item, is_writes_item, parse_row, parse_writes
 from langgraph_s3.errors import ObjectError
+from langgraph_s3.keys import Layout
 from tests.faults.graph import Effects, cfg
 
 
@@ -108,3 +113,39 @@ def history(saver: Any, thread: str) -> list[Any]:
 
 async def ahistory(saver: Any, thread: str) -> list[Any]:
     return [t async for t in saver.alist(cfg(thread))]
+
+
+def envelope_of(backend: Any, item: dict[str, Any]) -> Envelope:
+    """The checkpoint of index ``item`` as stored: its body in the item, or its object."""
+    row = parse_row(item)
+    key = Layout("").checkpoint_key(row.thread_id, row.ns, row.checkpoint_id, row.digest)
+    body = row.body
+    if body is None:
+        body = backend.s3().get_object(Bucket=backend.bucket, Key=key)["Body"].read()
+    raw = codec.unpack(codec.unframe(body, key=key, kind=codec.KIND_CHECKPOINT), key=key)
+    return envelope_from_wire(raw, key)
+
+
+def entry_kinds(backend: Any) -> dict[str, int]:
+    """How the values in ``backend``'s storage are named, read straight from the table
+    and bucket: by checkpoint bodies and pending-write records, the chunk lists in a
+    pack (``lists_packed``) or loose (``lists_loose``), and plain chunk entries
+    (``chunks``). What tells that the suite really exercises chunk lists."""
+    kinds: Counter[str] = Counter()
+
+    def count(entry: Entry) -> None:
+        if isinstance(entry, Listed):
+            kinds["lists_loose" if entry.span is None else "lists_packed"] += 1
+        elif isinstance(entry, Blobs):
+            kinds["chunks"] += 1
+
+    ddb = backend.dynamodb()
+    for page in ddb.get_paginator("scan").paginate(TableName=backend.table):
+        for item in page["Items"]:
+            if is_writes_item(item):
+                for _, record in parse_writes(item).records:
+                    count(record.entry)
+            elif is_checkpoint_item(item):
+                for entry in envelope_of(backend, item).channels.values():
+                    count(entry)
+    return {k: kinds[k] for k in ("lists_packed", "lists_loose", "chunks")}

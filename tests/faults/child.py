@@ -74,27 +74,29 @@ def main(argv: list[str]) -> None:
     endpoint, bucket, table, thread, call, when, effects_path, acks_path = argv[:8]
     saver_kind = argv[8] if len(argv) > 8 else "sync"
     from tests.conftest import Backend
-    from tests.faults.env import async_saver, sync_saver
+    from tests.faults.env import async_saver, chunk_lists, sync_saver
     from tests.faults.graph import Effects, adrive, build, drive
     from tests.faults.inject import client_config
 
     backend = Backend("server", endpoint, bucket=bucket, table=table)
     effects = Effects(Path(effects_path))
     killer = Killer(int(call), when)
-    # max_concurrency=1: one request at a time, so "the call-th request" is one point.
-    if saver_kind == "sync":
-        saver = sync_saver(backend, client_config(True), killer, max_concurrency=1)
-        track(saver, acks_path)
-        drive(build(saver, effects), thread)
-        return
 
+    # max_concurrency=1: one request at a time, so "the call-th request" is one point.
     async def run() -> None:
         config = client_config(True)
         async with async_saver(backend, config, killer, max_concurrency=1) as asaver:
             track(asaver, acks_path)
             await adrive(build(asaver, effects), thread)
 
-    asyncio.run(run())
+    # The same chunk-list threshold as the parent that started it (env.LIST_MIN).
+    with chunk_lists():
+        if saver_kind == "sync":
+            saver = sync_saver(backend, client_config(True), killer, max_concurrency=1)
+            track(saver, acks_path)
+            drive(build(saver, effects), thread)
+        else:
+            asyncio.run(run())
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
 """Damaged storage, on S3Saver and on AsyncS3Saver: pause a thread at the approval,
 damage one stored thing (with plain boto3 clients, as a bad deploy or a bit flip
 would), then read every checkpoint and resume. Each read and the resume must give the
-value they gave before, or a typed error naming the damaged key; never a wrong value."""
+value they gave before, or a typed error naming the damaged key; never a wrong value.
+
+``list`` and ``missing-list`` hit the chunk list the paused checkpoint's document is
+named by (the suite stores the document as a chunk list, ``env.LIST_MIN``): a byte
+flipped inside the list's frame, or the object holding it deleted (its pack, or the
+loose blob). The resume must read that list before any chunk of the document."""
 
 from __future__ import annotations
 
@@ -10,17 +15,18 @@ import random
 from typing import Any
 
 from langgraph_s3 import S3SaverError
+from langgraph_s3.core.entries import Listed
 from langgraph_s3.errors import ObjectError
 from langgraph_s3.keys import Layout
 from tests.conftest import Backend
-from tests.faults.checks import ahistory, history
+from tests.faults.checks import ahistory, envelope_of, history
 from tests.faults.env import async_saver, sync_saver
 from tests.faults.graph import INPUT, Effects, adrive, build, cfg, drive
 from tests.faults.inject import client_config
 
 DAMAGES = (
-    "checkpoint-object", "blob", "missing-blob", "index-body", "pending-write", "head",
-    "missing-head",
+    "checkpoint-object", "blob", "missing-blob", "list", "missing-list", "index-body",
+    "pending-write", "head", "missing-head",
 )  # fmt: skip
 LAYOUT = Layout("")
 
@@ -102,12 +108,35 @@ def _break_index(backend: Backend, kind: str, thread: str, newest: str) -> str:
     return str(head_key["sk"]["S"])
 
 
+def _break_list(backend: Backend, kind: str, thread: str, item: dict[str, Any]) -> str:
+    """Flip a byte inside, or delete, the chunk list naming the document in the
+    checkpoint of index ``item``; returns the key of the object that holds the list."""
+    entry = envelope_of(backend, item).channels["doc"]
+    assert isinstance(entry, Listed), f"the document is not a chunk list: {entry!r}"
+    if entry.span is None:
+        where, start, length = LAYOUT.blob_key(thread, entry.digest.hex()), 0, None
+    else:
+        where = LAYOUT.pack_key(thread, entry.span.pack.hex())
+        start, length = entry.span.offset, entry.span.length
+    s3 = backend.s3()
+    if kind == "missing-list":
+        s3.delete_object(Bucket=backend.bucket, Key=where)
+        return where
+    data = s3.get_object(Bucket=backend.bucket, Key=where)["Body"].read()
+    end = len(data) if length is None else start + length
+    data = data[:start] + _flip(data[start:end], 5) + data[end:]
+    s3.put_object(Bucket=backend.bucket, Key=where, Body=data)
+    return where
+
+
 def _break(backend: Backend, kind: str, thread: str, newest: str) -> str:
     """Damage one stored thing of ``kind`` in ``thread`` (``newest``: its latest
     checkpoint id); returns the key a typed error must name."""
-    if kind in ("checkpoint-object", "blob", "missing-blob"):
+    if kind in ("checkpoint-object", "blob", "missing-blob", "list", "missing-list"):
         item_key = {"pk": {"S": LAYOUT.pk(thread)}, "sk": {"S": LAYOUT.checkpoint_sk("", newest)}}
         item = backend.dynamodb().get_item(TableName=backend.table, Key=item_key)["Item"]
+        if kind in ("list", "missing-list"):
+            return _break_list(backend, kind, thread, item)
         return _break_s3(backend, kind, thread, item["h"]["S"], newest)
     return _break_index(backend, kind, thread, newest)
 

@@ -1,5 +1,6 @@
-"""Storage and clients for the fault suite: moto in-process or a moto server, and
-clients built from one shared botocore session (cheap to create per case)."""
+"""Storage and clients for the fault suite: moto in-process or a moto server, clients
+built from one shared botocore session (cheap to create per case), and the suite's
+one change to the saver's defaults: a lower chunk-list threshold (``chunk_lists``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,29 @@ from langgraph_s3.local import local_endpoint, serialize_moto
 from tests.faults.checks import Acks
 
 serialize_moto()
+
+#: The chunk-list threshold of every process the suite runs (``langgraph_s3.core.lists.
+#: LIST_MIN`` is 64). The graph's ~200 KB document is cut into 10-12 chunks, so with the
+#: default it would never be stored as a chunk list; at 8 every version of it is (in a
+#: pack, or a loose blob when its call had no new chunk), and every case, damage kind
+#: and kill also covers the lists. Values of at most 8 chunks keep plain entries.
+LIST_MIN = 8
+
+
+@contextmanager
+def chunk_lists(limit: int = LIST_MIN) -> Iterator[None]:
+    """Store values of more than ``limit`` chunks as chunk lists while it lasts: the
+    sweep (``sweep.run``) and each ``kill -9`` child (``child.main``) run inside it."""
+    from langgraph_s3.core import lists
+
+    original = lists.LIST_MIN
+    lists.LIST_MIN = limit
+    try:
+        yield
+    finally:
+        lists.LIST_MIN = original
+
+
 _lock = threading.Lock()
 _session: Any = None
 

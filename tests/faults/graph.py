@@ -1,7 +1,8 @@
 """The graph the fault suite drives, the side-effect log, and a user's recovery loop.
 
 About ten supersteps: a growing message list, a ~200 KB document that changes three
-times (so it is stored as chunked blobs), a 3-way ``Send`` fan-out, an approval
+times (so it is stored as chunked blobs, 10-12 chunks, named by a chunk list under the
+suite's ``env.LIST_MIN``), a 3-way ``Send`` fan-out, an approval
 ``interrupt()`` resumed with ``Command(resume=...)``, and ``act``, the side effect.
 
 ``act`` follows the pattern of README and docs/concurrency.md: it runs in the superstep

@@ -14,15 +14,16 @@ from typing import Any
 
 from tests.conftest import Backend
 from tests.faults.cases import verdict_async, verdict_sync
-from tests.faults.checks import Acks
+from tests.faults.checks import Acks, entry_kinds
 from tests.faults.env import async_saver, sync_saver
 from tests.faults.graph import Effects, adrive, build, drive
 from tests.faults.inject import client_config
 
 
 def _child(backend: Backend, saver: str, thread: str, call: int, when: str,
-           workdir: Path) -> tuple[list[str], bool, Effects, Acks]:  # fmt: skip
-    """Run the child; (problems, killed, its side effects, its acknowledged writes)."""
+           workdir: Path) -> tuple[list[str], bool, Effects, Acks, int]:  # fmt: skip
+    """Run the child; (problems, killed, its side effects, its acknowledged writes, the
+    chunk lists named in what it left: the child stores lists too, ``env.chunk_lists``)."""
     effects_path, acks_path = workdir / f"{thread}.effects", workdir / f"{thread}.acks"
     assert backend.endpoint_url
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -39,14 +40,16 @@ def _child(backend: Backend, saver: str, thread: str, call: int, when: str,
     problems = []
     if child.returncode not in (-9, 0):
         problems.append(f"child exited {child.returncode}: {child.stderr.decode()[-500:]}")
-    return problems, child.returncode == -9, Effects(effects_path), acks
+    kinds = entry_kinds(backend)
+    lists = kinds["lists_packed"] + kinds["lists_loose"]
+    return problems, child.returncode == -9, Effects(effects_path), acks, lists
 
 
 def kill9(backend: Backend, call: int, when: str, reference: Any, workdir: Path) -> dict[str, Any]:
     """S3Saver: the child SIGKILLs itself at AWS call ``call`` (``before`` sending it or
     ``after`` it was executed); a fresh S3Saver here resumes, then the invariants."""
     thread = f"kill-{call}-{when}"
-    problems, killed, effects, acks = _child(backend, "sync", thread, call, when, workdir)
+    problems, killed, effects, acks, lists = _child(backend, "sync", thread, call, when, workdir)
     final = None
     try:
         final = drive(build(sync_saver(backend, client_config(True), acks=acks), effects), thread)
@@ -54,13 +57,13 @@ def kill9(backend: Backend, call: int, when: str, reference: Any, workdir: Path)
         problems.append(f"resume failed: {exc!r}"[:300])
     v = verdict_sync(backend, thread, final, reference, acks, effects)
     v.problems[:0] = problems
-    return {"call": call, "when": when, "killed": killed, "verdict": v}
+    return {"call": call, "when": when, "killed": killed, "lists": lists, "verdict": v}
 
 
 def akill9(backend: Backend, call: int, when: str, reference: Any, workdir: Path) -> dict[str, Any]:
     """The same with AsyncS3Saver, in the child and for the resume."""
     thread = f"akill-{call}-{when}"
-    problems, killed, effects, acks = _child(backend, "async", thread, call, when, workdir)
+    problems, killed, effects, acks, lists = _child(backend, "async", thread, call, when, workdir)
 
     async def resume() -> Any:
         final = None
@@ -73,7 +76,7 @@ def akill9(backend: Backend, call: int, when: str, reference: Any, workdir: Path
 
     v = asyncio.run(resume())
     v.problems[:0] = problems
-    return {"call": call, "when": when, "killed": killed, "verdict": v}
+    return {"call": call, "when": when, "killed": killed, "lists": lists, "verdict": v}
 
 
 def figures(kills: list[dict[str, Any]]) -> dict[str, Any]:
@@ -81,6 +84,7 @@ def figures(kills: list[dict[str, Any]]) -> dict[str, Any]:
         "runs": len(kills),
         "killed": sum(k["killed"] for k in kills),
         "identical": sum(k["verdict"].identical for k in kills),
+        "lists_by_children": sum(k["lists"] for k in kills),
         "bad": [
             f"call {k['call']} {k['when']}: {k['verdict']}"[:400]
             for k in kills if not k["verdict"].ok
