@@ -10,8 +10,9 @@ from dataclasses import replace
 import pytest
 
 from langgraph_s3 import codec
-from langgraph_s3.core import lists, read, schema
+from langgraph_s3.core import lists, packs, read, schema
 from langgraph_s3.core.entries import (
+    PENDING,
     Blobs,
     ChunkRef,
     Listed,
@@ -189,3 +190,21 @@ def test_one_new_chunk_and_its_list_go_up_as_one_pack() -> None:
     script.expect(is_query, page([second.item]))
     tup = script.drain(from_bucket({**first.objects, **second.objects}))
     assert tup is not None and tup.checkpoint["channel_values"] == {"doc": edited}
+
+
+def test_a_list_stored_already_is_named_where_it_is_not_stored_again() -> None:
+    """A call that encodes a value another call has just stored (before that value
+    was remembered) builds the same list: it names the stored one, uploads nothing."""
+    core = make_core()
+    first = store_writes(config(cid="c01"), [("doc", BIG)], "task", core=core)
+    entry = record(first.item)
+    assert isinstance(entry, Listed) and entry.span is not None
+    ((pack_key, body),) = first.objects.items()
+    frame = body[entry.span.offset : entry.span.offset + entry.span.length]
+    raw = codec.unframe(frame, key=pack_key, kind=codec.KIND_BLOB)
+    inner = lists.open_list(entry, raw, ChunkRef("list", entry.span, pack_key))
+    again = replace(inner, spans=(PENDING,) * len(inner.digests), value=None)
+    frames = {core.layout.blob_key("t1", d.hex()): b"frame" for d in again.digests}
+    sealed = packs.seal(core, "t1", frames, [again])
+    assert sealed.shares.bodies == {}  # chunks known, list known
+    assert sealed.resolve(lists.spill(again)) == entry

@@ -253,6 +253,7 @@ def upload(core: SaverCore, sealed: Sealed, extra: Sequence[Any] = ()) -> Flow[l
             shares,
             lambda key: known.put(key, shares.where[key] or True),
             core.caches.objects.pop,
+            core.caches.known_lists.put,
         )
     waited = results[len(shares.bodies) : len(shares.bodies) + len(waits)]
     lost = {id(fut) for (_, fut), ok in zip(waits.values(), waited, strict=True) if not ok}

@@ -93,7 +93,9 @@ def seal(
         placing = _Placing(core, thread_id, [(i, by_ident[i]) for i in wanted], where)
         return placing.place(fresh), placing.made
 
-    shares = core.uploads.share(uploads, core.caches.known_blobs.get, place, by_ident)
+    shares = core.uploads.share(
+        uploads, core.caches.known_blobs.get, place, by_ident, core.caches.known_lists.get
+    )
     placed = {bytes.fromhex(k.rsplit("/", 1)[1]): span for k, span in shares.where.items()}
     return Sealed(shares, placed, {i: shares.lists[ident] for i, ident in idents.items()})
 

@@ -21,7 +21,7 @@ from langgraph_s3.core.config import (
     INDEX_INLINE_LIMIT,
     check_settings,
 )
-from langgraph_s3.core.entries import Blobs, Entry, Span
+from langgraph_s3.core.entries import Blobs, Entry, Listed, Span
 from langgraph_s3.core.uploads import SharedUploads
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.keys import Layout, normalize_prefix
@@ -43,6 +43,9 @@ class Caches:
         #: chunk keys known to exist, so put() does not upload them again: True for
         #: a loose blob, its Span for a chunk in a pack (where an entry finds it).
         self.known_blobs: LRU[str, Span | bool] = LRU(200_000, ttl=ttl)
+        #: chunk list identity (``lists.identity``) -> the list, stored with every chunk
+        #: it names: a call that builds the same list again references it.
+        self.known_lists: LRU[bytes, Listed] = LRU(10_000, cache_bytes, ttl=ttl)
         #: (thread, ns, channel) -> the blob entry of the channel's latest version this
         #: saver wrote or read: the next version usually extends it (a message list),
         #: so its blobs are re-used after verification.
@@ -53,7 +56,14 @@ class Caches:
 
     def hits(self) -> int:
         """Lookups answered from memory so far, over every cache (for tracing)."""
-        caches = (self.entries, self.objects, self.known_blobs, self.latest, self.values)
+        caches = (
+            self.entries,
+            self.objects,
+            self.known_blobs,
+            self.latest,
+            self.values,
+            self.known_lists,
+        )
         return sum(c.hits for c in caches)
 
     def forget_thread(self, thread_id: str, prefix: str) -> None:
@@ -63,6 +73,7 @@ class Caches:
         self.entries.discard(lambda k: k[0] == thread_id)
         self.latest.discard(lambda k: k[0] == thread_id)
         self.values.discard(lambda k: k[0] == thread_id)
+        self.known_lists.discard(lambda _: True)  # keyed by identity, not by thread
 
 
 class SaverCore(BaseCheckpointSaver[str]):

@@ -70,6 +70,7 @@ class SharedUploads:
         known: Callable[[str], Span | bool | None],
         place: Place,
         lists: Iterable[bytes] = (),
+        known_list: Callable[[bytes], Listed | None] = lambda _: None,
     ) -> Shares:
         """Split a flow's new chunks (chunk key -> framed chunk) and chunk lists (by
         identity): those another flow is uploading (wait for it), chunks known to
@@ -99,6 +100,8 @@ class SharedUploads:
                     shares.waits[key], shares.where[key] = upload, listed.span
                     for dep, dep_upload in deps.items():
                         shares.waits.setdefault(dep, dep_upload)
+                elif (done := known_list(ident)) is not None:
+                    shares.lists[ident] = done  # uploaded already, by this saver
                 else:
                     todo.append(ident)
             placement, made = place(fresh, dict(shares.where), todo)
@@ -119,14 +122,19 @@ class SharedUploads:
         return shares
 
     def release(
-        self, shares: Shares, uploaded: Callable[[str], None], failed: Callable[[str], None]
+        self,
+        shares: Shares,
+        uploaded: Callable[[str], None],
+        failed: Callable[[str], None],
+        stored_list: Callable[[bytes, Listed], None] = lambda _i, _l: None,
     ) -> None:
-        """End this flow's uploads, calling ``uploaded`` or ``failed`` for each chunk.
+        """End this flow's uploads, calling ``uploaded`` or ``failed`` for each chunk,
+        and ``stored_list`` for each chunk list that is stored with every chunk it names.
 
-        The callbacks run under the lock, so no other flow places a chunk between its
-        upload ending and the caches learning the outcome. A future the driver never
-        resolved (the flow stopped early) counts as failed and is resolved so, waking
-        anyone who waits on it.
+        The callbacks run under the lock, so no other flow places a chunk or a list
+        between its upload ending and the caches learning the outcome. A future the
+        driver never resolved (the flow stopped early) counts as failed and is resolved
+        so, waking anyone who waits on it.
         """
         with self._lock:
             for ident, obj in shares.carried.items():
@@ -139,6 +147,11 @@ class SharedUploads:
                     if self._inflight.get(key, (None, None))[0] is fut:
                         del self._inflight[key]
                     (uploaded if fut.result() else failed)(key)
+            for ident, obj in shares.carried.items():
+                listed = shares.lists[ident]
+                needed = [shares.done[obj], *_named_waits(shares, listed).values()]
+                if all(f.done() and f.result() for f in needed):
+                    stored_list(ident, listed)
 
 
 def _usable(upload: Future[bool]) -> bool:
