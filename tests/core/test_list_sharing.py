@@ -1,4 +1,5 @@
-"""Review of chunk lists (layout 3): races and damage around shared lists."""
+"""Chunk lists shared between calls (core.uploads, core.packs): across threads, after
+a failed upload, and how long a stored value is trusted."""
 
 from __future__ import annotations
 
