@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import codec
-from langgraph_s3.core import SaverCore, collect, schema
+from langgraph_s3.core import SaverCore, collect, lists, schema
 from langgraph_s3.core.collect import STATE_KEY, GcReport, collect_flow
 from langgraph_s3.core.index import BatchWrite, ScanSegment
 from langgraph_s3.errors import InvalidConfigError
@@ -141,8 +141,9 @@ class Storage:
                 key = request["DeleteRequest"]["Key"]
                 del self.items[key[schema.PK]["S"], key[schema.SK]["S"]]
             return []
-        if isinstance(op, S3Get):
-            return self.objects.get(op.key, (None, 0.0))[0]
+        if isinstance(op, S3Get):  # a whole object, or a range of it (a pack)
+            body = self.objects.get(op.key, (None, 0.0))[0]
+            return body if body is None else body[op.start : op.end]
         if isinstance(op, S3List):
             listed = sorted(
                 (k, m, len(b)) for k, (b, m) in self.objects.items() if k.startswith(op.prefix)
@@ -584,3 +585,50 @@ def test_a_damaged_pending_write_protects_its_thread_and_is_reported(tmp_path: P
     assert deleted_objects(storage.sent) == [junk_fine]
     [error] = report.errors
     assert "broken" in error
+
+
+# --------------------------------------------------------------------------- chunk lists
+DOC = os.urandom(200_000).hex()  # ~20 chunks: a chunk list with LIST_MIN lowered to 8
+
+
+def a_listed_thread(monkeypatch: pytest.MonkeyPatch) -> tuple[Stored, Stored, Stored]:
+    """c1 holds DOC (its chunks and list in pack P1); c2 an edit of it (a new chunk
+    and a new list in pack P2, naming the rest in P1), and a pending write of c2 holds
+    the edit too. Once c1 is gone, most of P1 is named only through P2's list."""
+    monkeypatch.setattr(lists, "LIST_MIN", 8)
+    core = make_core()
+    c1 = store(config(), checkpoint("c1", {"doc": DOC}, {"doc": "1.a"}), core=core)
+    edited = DOC[:-10] + "0123456789"
+    c2 = store(config(cid="c1"), checkpoint("c2", {"doc": edited}, {"doc": "2.a"}), core=core)
+    w2 = store_writes(config(cid="c2"), [("doc", edited)], "task", core=make_core())
+    assert len(c1.objects) == len(c2.objects) == 1 and w2.objects
+    return c1, c2, w2
+
+
+def test_chunks_named_only_through_a_chunk_list_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = Storage()
+    c1, c2, w2 = a_listed_thread(monkeypatch)
+    storage.add(c2, w2)
+    storage.add(c1, committed=False)  # pruned: its objects stay, its item is gone
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert report.errors == [] and deleted_objects(storage.sent) == []
+    assert set(c1.objects) | set(c2.objects) | set(w2.objects) <= set(storage.objects)
+
+
+def test_an_unreadable_chunk_list_protects_its_threads_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = Storage()
+    c1, c2, _ = a_listed_thread(monkeypatch)
+    storage.add(c2)
+    storage.add(c1, committed=False)
+    ((pack, body),) = c2.objects.items()
+    storage.objects[pack] = (body[:-1] + bytes([body[-1] ^ 1]), T0)  # the list's frame
+    junk = garbage()
+    storage.objects[junk] = (b"junk", T0)
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert deleted_objects(storage.sent) == []  # P1, P2 and the junk: all spared
+    [error] = report.errors
+    assert pack in error

@@ -208,3 +208,34 @@ def test_a_list_stored_already_is_named_where_it_is_not_stored_again() -> None:
     sealed = packs.seal(core, "t1", frames, [again])
     assert sealed.shares.bodies == {}  # chunks known, list known
     assert sealed.resolve(lists.spill(again)) == entry
+
+
+def test_a_list_whose_chunks_are_all_stored_goes_up_alone_as_a_loose_blob() -> None:
+    """The chunks are known (stored by an earlier call) but this list is not: it is
+    one loose blob naming the chunks where they are (no pack of one object)."""
+    core = make_core()
+    digests = tuple(bytes([i]) * 32 for i in range(70))
+    where = Span(b"\x09" * 32, 0, 10)
+    for d in digests:
+        core.caches.known_blobs.put(core.layout.blob_key("t1", d.hex()), where)
+    blobs = Blobs("msgpack", digests, (10,) * 70, b"", 70, (PENDING,) * 70)
+    frames = {core.layout.blob_key("t1", d.hex()): b"frame" for d in digests}
+    sealed = packs.seal(core, "t1", frames, [blobs])
+    ((key, body),) = sealed.shares.bodies.items()
+    listed = sealed.resolve(lists.spill(blobs))
+    assert isinstance(listed, Listed) and listed.span is None
+    assert key == core.layout.blob_key("t1", listed.digest.hex())
+    raw = codec.unframe(body, key=key, kind=codec.KIND_BLOB)
+    inner = lists.open_list(listed, raw, ChunkRef(key))
+    assert inner.spans == (where,) * 70
+    # another flow needs the same list while it is in flight: it waits for it
+    again = packs.seal(core, "t1", frames, [replace(blobs)])
+    assert again.shares.bodies == {} and key in again.shares.waits
+    # a saver that knows the list's blob is stored references it, uploads nothing
+    other = make_core()
+    for d in digests:
+        other.caches.known_blobs.put(other.layout.blob_key("t1", d.hex()), where)
+    other.caches.known_blobs.put(key, True)
+    fresh = replace(blobs)
+    third = packs.seal(other, "t1", frames, [fresh])
+    assert third.shares.bodies == {} and third.resolve(lists.spill(fresh)) == listed
