@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_s3.core import history, schema
+from langgraph_s3.core import history, lists, schema
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.operations import IndexRequest, S3Get
 from tests.core.canned import (
@@ -328,6 +328,26 @@ def test_delta_history_reads_blobs_of_large_writes_and_seeds() -> None:
     blobs = script.expect(lambda ops: True, [answer(op) for op in script.pending])
     assert blobs and all("/b/" in op.key for op in blobs)
     assert script.returns() == {"d": {"writes": [("t", "d", big_write)], "seed": BIG}}
+
+
+def test_delta_history_reads_chunk_lists_of_writes_and_seeds_then_their_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A seed and a write stored through chunk lists: the walk reads the seed's body,
+    then both lists, then the chunks they name."""
+    monkeypatch.setattr(lists, "LIST_MIN", 8)
+    writer = make_core(index_inline_limit=0)
+    seed, big_write = os.urandom(200_000).hex(), os.urandom(150_000).hex()
+    root = cp("c1", None, values={"d": seed}, core=writer)
+    child = cp("c2", "c1", values={}, versions={"d": "2"}, core=writer)
+    w = store_writes(config(cid="c1"), [("d", big_write)], "t", core=make_core())
+    answer = from_bucket({**root.objects, **child.objects, **w.objects})
+    script = Script(history.delta_history(make_core(), config(cid="c2"), ["d"]))
+    script.expect(is_query, page(newest_first(child, w, root)))
+    script.expect([S3Get], [answer(script.pending[0])])  # c1's body
+    script.expect(lambda ops: len(ops) == 2, [answer(op) for op in script.pending])  # lists
+    script.expect(lambda ops: True, [answer(op) for op in script.pending])  # chunks
+    assert script.returns() == {"d": {"writes": [("t", "d", big_write)], "seed": seed}}
 
 
 def test_a_none_in_the_filter_is_checked_on_the_metadata_where_a_missing_key_matches() -> None:
