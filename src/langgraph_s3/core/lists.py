@@ -111,11 +111,9 @@ def decode(
     ``objects.fetch_chunks`` returns them for ``refs``)."""
     found: Found = {}
     for thread_id, entry in unread(pairs):
-        key = ref(core, thread_id, entry).key
-        if key in payloads:
-            found[(thread_id, entry.digest)] = open_list(
-                entry, payloads[key], ref(core, thread_id, entry)
-            )
+        at = ref(core, thread_id, entry)
+        if at.key in payloads:
+            found[(thread_id, entry.digest)] = open_list(entry, payloads[at.key], at)
     return found
 
 

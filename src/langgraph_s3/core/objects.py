@@ -317,6 +317,7 @@ def read_envelopes(
     into: dict[str, bytes] | None = None,
     ranges: Sequence[S3Get] = (),
     into_ranges: dict[str, tuple[int, bytes]] | None = None,
+    opened: Mapping[int, Envelope] | None = None,
 ) -> Flow[list[Envelope]]:
     """Checkpoint envelopes: from the index item, the cache, or S3 (all at once).
 
@@ -326,6 +327,7 @@ def read_envelopes(
     entries that really need it fetch it again and report it. ``ranges`` of packs
     the index names ahead of the object come back unverified in ``into_ranges``
     (pack key -> start, bytes): their chunks are checked when they are cut out.
+    ``opened``: envelopes the caller has opened already, by position in ``rows``.
     """
     keys = [object_key(core, r) for r in rows]
     bodies: list[bytes | None] = [
@@ -345,7 +347,11 @@ def read_envelopes(
                 into_ranges[get.key] = (get.start or 0, data)
     if into is not None:
         into.update(reads.found)
-    envs = [open_envelope(core, r, body) for r, body in zip(rows, bodies, strict=True)]
+    opened = opened or {}
+    envs = [
+        opened[i] if i in opened else open_envelope(core, r, body)
+        for i, (r, body) in enumerate(zip(rows, bodies, strict=True))
+    ]
     for row, key, body in zip(rows, keys, bodies, strict=True):
         if row.body is None and body is not None:
             # Immutable (its digest is in the key): safe to keep for warm reads.

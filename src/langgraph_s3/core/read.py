@@ -111,7 +111,14 @@ def load(
     """
     if not found:
         return []
-    write_refs = _first_chunks(core, found)
+    # Bodies kept in the index are opened once, here: the chunk lists they name come
+    # in the next round trip.
+    opened = {
+        i: open_envelope(core, row, row.body)
+        for i, (row, _) in enumerate(found)
+        if row.body is not None
+    }
+    write_refs = _first_chunks(core, found, opened)
     # Checkpoint objects, pending-write chunks and the value blobs the index names
     # go out in the same round trip.
     prefetch = [
@@ -129,7 +136,7 @@ def load(
     fetched: dict[str, bytes] = {}
     got_ranges: dict[str, tuple[int, bytes]] = {}
     envs = yield from read_envelopes(
-        core, [r for r, _ in found], write_refs, prefetch, fetched, ranges, got_ranges
+        core, [r for r, _ in found], write_refs, prefetch, fetched, ranges, got_ranges, opened
     )
     yield from _expand_lists(core, found, envs, fetched, got_ranges)
     value_refs = [
@@ -150,17 +157,18 @@ def load(
     return out
 
 
-def _first_chunks(core: SaverCore, found: Sequence[Found]) -> list[ChunkRef]:
+def _first_chunks(
+    core: SaverCore, found: Sequence[Found], opened: Mapping[int, Envelope]
+) -> list[ChunkRef]:
     """What must come with the checkpoint objects: the pending writes' chunks, and the
-    chunk lists named by pending writes and by bodies kept in the index (known now)."""
+    chunk lists named by pending writes and by the bodies ``opened`` already."""
     write_pairs = [
         (row.thread_id, rec.entry) for row, ws in found for w in ws for _, rec in w.records
     ]
     early = [
-        (row.thread_id, entry)
-        for row, _ in found
-        if row.body is not None
-        for entry in open_envelope(core, row, row.body).channels.values()
+        (found[i][0].thread_id, entry)
+        for i, env in opened.items()
+        for entry in env.channels.values()
     ]
     refs = [
         ref
