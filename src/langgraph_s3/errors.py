@@ -80,6 +80,24 @@ class UndecodableValueError(CorruptObjectError):
     """
 
 
+class SealedObjectError(CorruptObjectError):
+    """A sealed (encrypted) object did not open; ``key`` names it.
+
+    Its authentication failed: it was moved from another thread, namespace,
+    checkpoint or write slot, altered after it was written, or sealed under a data
+    key other than the one given (a key that is missing, shredded or mixed up).
+    ``key_id`` is the id of the data key it was opened with, when there was one.
+    Nothing of its content is returned. Restore the object from a copy or delete the
+    checkpoint; retrying will not help.
+    """
+
+    def __init__(self, message: str, *, key: str, key_id: str | None = None) -> None:
+        # ``key_id`` is optional so that ``type(exc)(str(exc), key=other)`` (how the
+        # core renames an error to the object to repair) still works.
+        super().__init__(message, key=key)
+        self.key_id = key_id
+
+
 class UnsupportedFormatError(ObjectError):
     """An object was written by a newer format version than this library reads.
 
@@ -192,3 +210,28 @@ class DamageFoundError(S3SaverError):
     def __init__(self, message: str, *, errors: list[str]) -> None:
         super().__init__(message)
         self.errors = errors
+
+
+class DataKeyError(S3SaverError):
+    """A data key or key-encryption key cannot be used; ``key_id`` names it.
+
+    Never carries key bytes. The subclasses say why.
+    """
+
+    def __init__(self, message: str, *, key_id: str) -> None:
+        super().__init__(message)
+        self.key_id = key_id
+
+
+class UnknownKeyError(DataKeyError):
+    """No key with ``key_id`` is configured (a key ring without it, a retired key).
+
+    Configure the key that wrote the data; retrying will not help.
+    """
+
+
+class KeyUnwrapError(DataKeyError):
+    """A wrapped data key was refused: it was altered, or it is being unwrapped with an
+    encryption context other than the one it was wrapped with (a key item moved to
+    another thread or tenant). Nothing sealed under it can be opened here.
+    """
