@@ -35,15 +35,7 @@ Not covered by sealing: an older authentic object of the *same* place put back
 
 from __future__ import annotations
 
-from langgraph_s3.sealing.places import (
-    BlobPlace,
-    BodyPlace,
-    Place,
-    WritePlace,
-    encode_context,
-)
-from langgraph_s3.sealing.ring import StaticKeyRing
-from langgraph_s3.sealing.seal import (
+from langgraph_s3.sealing.cipher import (
     MAGIC,
     SEAL_VERSION,
     DataKey,
@@ -54,6 +46,14 @@ from langgraph_s3.sealing.seal import (
     seal,
     sealed_key_id,
 )
+from langgraph_s3.sealing.places import (
+    BlobPlace,
+    BodyPlace,
+    Place,
+    WritePlace,
+    encode_context,
+)
+from langgraph_s3.sealing.ring import StaticKeyRing
 
 __all__ = [
     "MAGIC",

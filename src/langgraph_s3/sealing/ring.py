@@ -4,7 +4,7 @@ For tests and for deployments without AWS KMS. It behaves as KMS's
 ``GenerateDataKey``/``Decrypt`` do for the saver: a wrapped data key names the ring
 key that wrapped it, and is bound to an encryption context (a ``str -> str`` mapping
 naming the prefix and the thread or tenant), so a wrapped key copied to another
-thread does not unwrap there. Wrapping is sealing (:mod:`.seal`) with the ring key as
+thread does not unwrap there. Wrapping is sealing (:mod:`.cipher`) with the ring key as
 the data key and the canonical context (:func:`.places.encode_context`) as the place.
 """
 
@@ -19,8 +19,8 @@ from langgraph_s3.errors import (
     SealedObjectError,
     UnknownKeyError,
 )
+from langgraph_s3.sealing.cipher import KEY_BYTES, DataKey, open_from, parse_header, seal_to
 from langgraph_s3.sealing.places import KIND_KEY, encode_context
-from langgraph_s3.sealing.seal import KEY_BYTES, DataKey, open_from, parse_header, seal_to
 
 
 class StaticKeyRing:
@@ -87,7 +87,11 @@ class StaticKeyRing:
         try:
             ring_id = parse_header(wrapped, where=where).key_id
         except SealedObjectError as exc:
-            raise KeyUnwrapError(f"{exc}", key_id=key_id) from exc
+            raise KeyUnwrapError(
+                f"{where} is damaged or truncated ({len(wrapped)} bytes); it was altered "
+                "after it was stored",
+                key_id=key_id,
+            ) from exc
         ring_key = self._keys.get(ring_id)
         if ring_key is None:
             raise UnknownKeyError(
