@@ -217,7 +217,9 @@ def open_from(
     c = crypto()
     aead = c.aesgcm(object_key(key, head.salt, kind))
     try:
-        return aead.decrypt(head.nonce, sealed[head.end :], sealed[: head.end] + bound)
+        # A view, not a slice: a slice copies the whole ciphertext first.
+        body = memoryview(sealed)[head.end :]
+        return aead.decrypt(head.nonce, body, sealed[: head.end] + bound)
     except c.invalid_tag as exc:  # its message is empty: ours names the object
         raise SealedObjectError(
             f"sealed object {where!r} does not open as the {what} with data key "
