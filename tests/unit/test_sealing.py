@@ -199,6 +199,18 @@ def test_every_flipped_bit_is_refused() -> None:
     assert tried == 8 * len(sealed)
 
 
+def test_clear_references_are_bound_but_not_stored() -> None:
+    refs = b"\x00" * 32 + b"list"  # what a collector would read without keys
+    sealed = seal(KEY, PLAINTEXT, BODY, clear=refs)
+    assert refs not in sealed
+    assert open_sealed(KEY, sealed, BODY, where=WHERE, clear=refs) == PLAINTEXT
+    for other in (b"", refs[:-1], refs + b"\x00", b"\x01" + refs[1:]):
+        with pytest.raises(SealedObjectError):
+            open_sealed(KEY, sealed, BODY, where=WHERE, clear=other)
+    with pytest.raises(SealedObjectError):  # sealed without, read as if with
+        open_sealed(KEY, seal(KEY, PLAINTEXT, BODY), BODY, where=WHERE, clear=refs)
+
+
 def test_every_truncation_and_an_extension_are_refused() -> None:
     sealed = seal(KEY, PLAINTEXT, BODY)
     for size in range(len(sealed)):

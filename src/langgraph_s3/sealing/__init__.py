@@ -20,7 +20,9 @@ Theory of operation:
   The associated data is that whole header followed by the canonical encoding of
   the object's *place* (:mod:`.places`): prefix, thread or key scope, kind, and for a
   body its namespace and checkpoint id, for a pending write also its task and write
-  index, for a blob its keyed name. A sealed value copied anywhere else, a flipped
+  index, for a blob its keyed name; then any cleartext the caller keeps beside the
+  object (``clear=``, e.g. the references a collector reads without keys), which is
+  thereby authenticated too. A sealed value copied anywhere else, a flipped
   bit, a truncation or another data key makes :func:`open_sealed` raise
   :class:`~langgraph_s3.errors.SealedObjectError` naming the object.
 * **Names.** :func:`name` is HMAC-SHA256 under the naming subkey: equal chunks get

@@ -145,7 +145,7 @@ def overhead(key: DataKey) -> int:
     return len(key.header) + SALT_BYTES + NONCE_BYTES + TAG_BYTES
 
 
-def seal(key: DataKey, plaintext: bytes, place: Place) -> bytes:
+def seal(key: DataKey, plaintext: bytes, place: Place, *, clear: bytes = b"") -> bytes:
     """Encrypt ``plaintext`` with AES-256-GCM, bound to ``place``.
 
     The result is ``magic, version, key id, salt, nonce, ciphertext and tag``; see
@@ -155,11 +155,17 @@ def seal(key: DataKey, plaintext: bytes, place: Place) -> bytes:
         key: The data key of the scope the value belongs to.
         plaintext: The bytes to seal (compress before sealing, never after).
         place: Where the value is stored; opening needs the same place.
+        clear: Cleartext the caller stores beside the result (not in it), e.g. the
+            references a collector without keys must read. It is authenticated:
+            opening needs the same bytes.
 
     Raises:
         MissingDependencyError: ``cryptography`` is not installed.
     """
-    return seal_to(key, plaintext, place.kind, place.encode())
+    # The header and a place's encoding are self-delimiting, so appending ``clear``
+    # unprefixed keeps the associated data unambiguous (and equal to the place's
+    # encoding alone when there is none).
+    return seal_to(key, plaintext, place.kind, place.encode() + clear)
 
 
 def seal_to(key: DataKey, plaintext: bytes, kind: bytes, bound: bytes) -> bytes:
@@ -179,7 +185,9 @@ def object_key(key: DataKey, salt: bytes, kind: bytes) -> bytes:
     return hkdf(key.seal_root, salt=salt, info=_INFO_OBJECT + kind)
 
 
-def open_sealed(key: DataKey, sealed: bytes, place: Place, *, where: str) -> bytes:
+def open_sealed(
+    key: DataKey, sealed: bytes, place: Place, *, where: str, clear: bytes = b""
+) -> bytes:
     """Check and decrypt what :func:`seal` made for ``place``.
 
     Args:
@@ -188,17 +196,20 @@ def open_sealed(key: DataKey, sealed: bytes, place: Place, *, where: str) -> byt
         place: Where the reader found it; it must be where it was sealed to.
         where: The object's name for messages: its S3 key, or the index item's sort
             key and attribute for a body or record kept in the index.
+        clear: The cleartext it was sealed with (see :func:`seal`).
 
     Returns:
         The plaintext.
 
     Raises:
-        SealedObjectError: Not a sealed object, truncated, altered, sealed to another
-            place, or under another data key. Nothing is decrypted.
+        SealedObjectError: Not a sealed object, truncated, altered (``clear``
+            included), sealed to another place, or under another data key. Nothing is
+            decrypted.
         UnsupportedFormatError: Sealed by a newer version of langgraph-s3.
         MissingDependencyError: ``cryptography`` is not installed.
     """
-    return open_from(key, sealed, place.kind, place.encode(), where=where, what=place.describe())
+    bound = place.encode() + clear
+    return open_from(key, sealed, place.kind, bound, where=where, what=place.describe())
 
 
 def open_from(
