@@ -123,6 +123,8 @@ class AsyncS3Saver(Driver):
             saver's own for the clients it creates (timeouts, retries).
         home_s3_client: An entered aiobotocore S3 client for the home region's bucket
             (cross-region ``"home"`` read policy); created on first use if not given.
+        kms_client: An entered aiobotocore KMS client for data keys (client-side
+            encryption); created on first use if not given.
         **options: See ``SaverOptions`` (the same options as ``S3Saver``).
     """
 

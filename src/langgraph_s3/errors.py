@@ -235,3 +235,11 @@ class KeyUnwrapError(DataKeyError):
     encryption context other than the one it was wrapped with (a key item moved to
     another thread or tenant). Nothing sealed under it can be opened here.
     """
+
+
+class KeyServiceError(DataKeyError):
+    """The key service (AWS KMS) did not answer in time: throttled, or unavailable for
+    the moment, after botocore's own retries. ``key_id`` names the KMS key.
+
+    Retrying after a pause may help; nothing was written or decrypted.
+    """

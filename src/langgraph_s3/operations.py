@@ -148,6 +148,56 @@ class Emit:
     value: Any
 
 
+#: An encryption context as a request holds it: its pairs sorted by key, so two
+#: requests for the same context compare equal however the mapping was built.
+Context = tuple[tuple[str, str], ...]
+
+
+def context_of(context: Mapping[str, str]) -> Context:
+    """``context`` as :data:`Context` (sorted pairs)."""
+    return tuple(sorted((str(k), str(v)) for k, v in context.items()))
+
+
+@dataclass(frozen=True)
+class GeneratedKey:
+    """What ``GenerateDataKey`` answered: the data key, wrapped and in the clear."""
+
+    secret: bytes = field(repr=False)
+    wrapped: bytes = field(repr=False)
+    kms_key: str  # the ARN of the KMS key that wrapped it
+
+
+@dataclass(frozen=True)
+class KmsGenerateDataKey(Request[GeneratedKey]):
+    """Ask AWS KMS for a new 256-bit data key under ``kms_key``, wrapped for ``context``.
+
+    Result: :class:`GeneratedKey`. ``data_key_id`` is the id the data key will get
+    (for error messages only; KMS never sees it).
+    """
+
+    kms_key: str
+    context: Context
+    data_key_id: str
+
+
+@dataclass(frozen=True)
+class KmsDecrypt(Request[bytes]):
+    """Ask AWS KMS to unwrap ``wrapped`` with ``kms_key``, for exactly ``context``.
+
+    Result: the data key's bytes. ``kms_key`` is sent as ``KeyId``, so KMS refuses a
+    blob wrapped under any other key instead of using whichever key it names.
+    """
+
+    wrapped: bytes = field(repr=False)
+    kms_key: str
+    context: Context
+    data_key_id: str
+
+
+#: The requests that go to AWS KMS.
+KmsRequest = KmsGenerateDataKey | KmsDecrypt
+
+
 @dataclass(frozen=True)
 class CreateBucket(Request[None]):
     """Create the bucket if it does not exist (``setup()``). Result: ``None``."""
@@ -165,6 +215,8 @@ Op = (
     | Sleep
     | CreateBucket
     | WaitUpload
+    | KmsGenerateDataKey
+    | KmsDecrypt
 )
 
 

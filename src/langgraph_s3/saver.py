@@ -30,7 +30,7 @@ from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.operations import Flow, Sleep, T, WaitUpload
 from langgraph_s3.tracing import Call, Stats, span
-from langgraph_s3.transport import DYNAMODB, S3, translate_transport
+from langgraph_s3.transport import DYNAMODB, KMS, S3, translate_transport
 
 
 class S3Saver(Driver):
@@ -54,6 +54,8 @@ class S3Saver(Driver):
         compression_level: zstd level for objects (1-22; 3 is fast and compact).
         home_s3_client: S3 client for the home region's bucket (cross-region ``"home"``
             read policy); created on first use if not given.
+        kms_client: A boto3 KMS client for data keys (client-side encryption); created
+            on first use if not given.
         session: A ``boto3.Session`` to create clients from (a named profile, assumed
             role credentials); boto3's default session if not given.
         boto_config: A ``botocore.config.Config`` merged over the saver's own for the
@@ -155,6 +157,11 @@ class S3Saver(Driver):
     def dynamodb_client(self) -> Any:
         """The boto3 DynamoDB client in use (created with the saver if none was given)."""
         return self._client(DYNAMODB)
+
+    @property
+    def kms_client(self) -> Any:
+        """The boto3 KMS client in use (created on first use if none was given)."""
+        return self._client(KMS)
 
     # -------------------------------------------------------------- driving
     def _executor(self) -> ThreadPoolExecutor:
