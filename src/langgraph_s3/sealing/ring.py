@@ -49,6 +49,15 @@ class StaticKeyRing:
     def __repr__(self) -> str:
         return f"StaticKeyRing(keys={sorted(self._keys)!r}, current={self.current!r})"
 
+    @property
+    def wrapping_key(self) -> str:
+        """The id of the ring key new data keys are wrapped with (stored beside them)."""
+        return self.current
+
+    def forget(self, context: Mapping[str, str]) -> None:
+        """Nothing to forget: this ring unwraps in memory and caches nothing (the same
+        call as :meth:`KmsKeyRing.forget <langgraph_s3.sealing.kms.KmsKeyRing.forget>`)."""
+
     def generate(self, context: Mapping[str, str], *, key_id: str) -> tuple[DataKey, bytes]:
         """A new random data key and its wrapped form, bound to ``context``.
 
@@ -68,7 +77,9 @@ class StaticKeyRing:
         """``key`` wrapped with the current ring key, bound to ``context``."""
         return seal_to(self._keys[self.current], key.secret, KIND_KEY, encode_context(context))
 
-    def unwrap(self, wrapped: bytes, context: Mapping[str, str], *, key_id: str) -> DataKey:
+    def unwrap(
+        self, wrapped: bytes, context: Mapping[str, str], *, key_id: str, kek: str | None = None
+    ) -> DataKey:
         """The data key in ``wrapped``, if it was wrapped for exactly ``context``.
 
         Args:
@@ -76,12 +87,14 @@ class StaticKeyRing:
             context: The context it was wrapped with, rebuilt from where it was found
                 (never read from the stored item).
             key_id: The data key's id.
+            kek: The ring key the stored item says wrapped it; ``None``: whichever
+                ``wrapped`` names.
 
         Raises:
             UnknownKeyError: The ring has no key with the id ``wrapped`` names
                 (``key_id`` on the error is that ring key id).
-            KeyUnwrapError: ``wrapped`` was altered or truncated, or ``context`` is not
-                the one it was wrapped with.
+            KeyUnwrapError: ``wrapped`` was altered or truncated, ``context`` is not
+                the one it was wrapped with, or it names another ring key than ``kek``.
         """
         where = f"wrapped data key {key_id!r}"
         try:
@@ -92,6 +105,12 @@ class StaticKeyRing:
                 "after it was stored",
                 key_id=key_id,
             ) from exc
+        if kek is not None and kek != ring_id:
+            raise KeyUnwrapError(
+                f"{where} names ring key {ring_id!r}, but its item says {kek!r}: one of them "
+                "was altered after it was stored",
+                key_id=key_id,
+            )
         ring_key = self._keys.get(ring_id)
         if ring_key is None:
             raise UnknownKeyError(
