@@ -98,6 +98,17 @@ class SealedObjectError(CorruptObjectError):
         self.key_id = key_id
 
 
+class PlaintextObjectError(SealedObjectError):
+    """An object or record written without encryption, read by a saver configured
+    with ``encryption=``; ``key`` names it.
+
+    A saver with encryption reads sealed data only, so that nobody with write access
+    to the bucket or table can slip unauthenticated data into a thread. Copy old
+    threads into encrypted storage (``langgraph-s3 migrate``, or ``archive`` export
+    and import), or read them with a saver without encryption.
+    """
+
+
 class UnsupportedFormatError(ObjectError):
     """An object was written by a newer format version than this library reads.
 

@@ -42,6 +42,7 @@ from langgraph_s3.core.index import (
 )
 from langgraph_s3.core.objects import store_chunks
 from langgraph_s3.core.schema import b, n, pk_of, s
+from langgraph_s3.core.sealed import thread_key
 from langgraph_s3.errors import (
     CheckpointConflictError,
     ClockSkewError,
@@ -77,6 +78,7 @@ def put(
     guarded = guard.is_continuation(config, ns, parent_id)
     if guarded and parent_id is not None and cid <= parent_id:
         raise clock_skew(thread_id, ns, parent_id, cid)
+    yield from thread_key(core, thread_id)
     body_cp: dict[str, Any] = dict(checkpoint)
     channel_values: dict[str, Any] = body_cp.pop("channel_values", {}) or {}
     versions: ChannelVersions = body_cp.get("channel_versions", {})

@@ -45,6 +45,10 @@ class SaverOptions(TypedDict, total=False):
             idle-thread retention counts them as activity (one extra write per read).
         cross_region: Multi-region behaviour (see ``CrossRegion``).
         clock: Wall clock in seconds (tests simulate long pauses with it).
+        encryption: Client-side encryption: a key ring (``StaticKeyRing``,
+            ``KmsKeyRing``) or an ``Encryption``; checkpoint bodies, pending writes and
+            value blobs are then sealed per thread (see ``langgraph_s3.core.sealed``).
+            None (the default) stores them as before.
     """
 
     inline_threshold: int
@@ -55,6 +59,7 @@ class SaverOptions(TypedDict, total=False):
     touch_on_read: bool
     cross_region: CrossRegion | None
     clock: Callable[[], float]
+    encryption: Any
 
 
 #: Other savers' names for our options (DynamoDBSaver's ``table_name``, boto3's

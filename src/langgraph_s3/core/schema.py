@@ -9,7 +9,7 @@ The requests that read and write these items are in :mod:`langgraph_s3.core.inde
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langgraph_s3 import codec
@@ -115,6 +115,11 @@ class WritesRow:
     checkpoint_id: str
     records: list[tuple[int, Record]]  # (write index, record)
     sk: str
+    #: With encryption, the sealed records not opened yet: (write index, stored bytes,
+    #: where); ``sealed.open_writes`` opens them once the thread and namespace are known.
+    sealed: list[tuple[int, bytes, str]] = field(default_factory=list)
+    #: With encryption, where records stored without it were found (refused on opening).
+    plain: list[str] = field(default_factory=list)
 
 
 def is_checkpoint_item(item: Mapping[str, Any]) -> bool:
@@ -171,20 +176,32 @@ def _split_digests(data: object) -> tuple[bytes, ...]:
     return tuple(data[i : i + 32] for i in range(0, len(data), 32))
 
 
-def parse_writes(item: dict[str, Any]) -> WritesRow:
-    """A pending-writes item as a :class:`WritesRow` (records checked and unpacked)."""
-    records = []
+def parse_writes(item: dict[str, Any], *, encrypted: bool = False) -> WritesRow:
+    """A pending-writes item as a :class:`WritesRow` (records checked and unpacked).
+
+    ``encrypted``: the saver has encryption; records are kept aside, sealed ones to
+    be opened (``sealed.open_writes``), others to be refused.
+    """
+    records, sealed, plain = [], [], []
     for name, attr in item.items():
         idx = record_index(name)
         if idx is not None:
             key = f"{item[PK]['S']}|{item[SK]['S']}|{name}"
-            records.append((idx, record_from_wire(codec.unpack_record(attr["B"], key=key), key)))
+            data = attr["B"]
+            if not encrypted:
+                records.append((idx, record_from_wire(codec.unpack_record(data, key=key), key)))
+            elif data[:1] == codec.SEALED_RECORD:
+                sealed.append((idx, data, key))
+            else:
+                plain.append(key)
     return WritesRow(
         task_id=item[TASK_ID]["S"],
         task_path=item.get(TASK_PATH, {}).get("S", ""),
         checkpoint_id=item[CID]["S"],
         records=records,
         sk=item[SK]["S"],
+        sealed=sealed,
+        plain=plain,
     )
 
 

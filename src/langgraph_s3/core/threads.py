@@ -21,6 +21,7 @@ from langgraph_s3.core.index import DeleteHead, Item, Query, RunQuery, UnlinkPar
 from langgraph_s3.core.objects import delete_objects, list_keys, object_key, read_envelopes
 from langgraph_s3.core.paging import delete_items, put_items, read_all, thread_items
 from langgraph_s3.core.schema import PK, Row, b, n, pk_of, s
+from langgraph_s3.core.sealed import thread_key
 from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
 from langgraph_s3.operations import Flow, S3Copy, S3Put, perform, perform_all
 
@@ -177,6 +178,7 @@ def prune(core: SaverCore, thread_ids: Sequence[str], strategy: str) -> Flow[Non
         if strategy == "delete":
             yield from delete_thread(core, thread_id)
             continue
+        yield from thread_key(core, thread_id)  # the chain walk reads bodies
         items = yield from thread_items(core, thread_id)
         by_ns: dict[str, dict[str, Row]] = {}
         for item in items:

@@ -1,10 +1,10 @@
 """How pending writes are stored: one index item per task, one record per write.
 
-A task's writes land in the item ``c#{ns}#{checkpoint}#w#{task}`` as checksummed
-records (``codec.pack_record``); values above ``WRITE_INLINE_THRESHOLD`` go to
-blobs first. Regular writes are never overwritten (a retried task resends the same
-values), special ones (``__error__``, ``__interrupt__``, ...) are replaced, as in
-``InMemorySaver``. See docs/layout.md ("The index").
+A task's writes land in the item ``c#{ns}#{checkpoint}#w#{task}`` as checksummed records
+(``codec.pack_record``, sealed to their slot with encryption); values above
+``WRITE_INLINE_THRESHOLD`` go to blobs first. Regular writes are never overwritten (a
+retried task resends the same values), special ones (``__error__``, ``__interrupt__``,
+...) are replaced, as in ``InMemorySaver``. See docs/layout.md ("The index").
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from langgraph_s3.core.config import WRITE_INLINE_THRESHOLD, checkpoint_id_of, t
 from langgraph_s3.core.entries import Inline, Record
 from langgraph_s3.core.index import Transact, WritesUpdate, writes_updates
 from langgraph_s3.core.objects import store_chunks
+from langgraph_s3.core.sealed import seal_record, thread_key
 from langgraph_s3.core.values import encode_value, remember_value, writes_value
 from langgraph_s3.errors import InvalidConfigError, S3SaverError
 from langgraph_s3.operations import Flow, perform
@@ -54,8 +55,10 @@ def put_writes(
         raise InvalidConfigError(f"task_id must be a string, got {type(task_id).__name__}")
     if not writes:
         return
+    yield from thread_key(core, thread_id)
+    slot = (thread_id, ns, cid, task_id)
     records, uploads = _encode_writes(core, thread_id, writes, task_id)
-    packed = _pack_within_budget(core, thread_id, writes, records, uploads)
+    packed = _pack_within_budget(core, slot, writes, records, uploads)
     todo = lists.pending(r.entry for r in records.values())
     sealed = yield from store_chunks(core, thread_id, uploads, todo=todo)
     for i, record in records.items():
@@ -63,9 +66,7 @@ def put_writes(
         # Stored now: the next checkpoint, racing this update, finds the value here.
         remember_value(core, thread_id, entry)
         if entry is not record.entry:  # its chunks are placed now
-            packed[i] = codec.pack_record(
-                Record(record.channel, entry).wire(), core.compression_level
-            )
+            packed[i] = _packed(core, slot, i, Record(record.channel, entry))
 
     pk = core.layout.pk(thread_id)
     sk = core.layout.writes_sk(ns, cid, task_id)
@@ -105,15 +106,22 @@ def _encode_writes(
     return records, uploads
 
 
+def _packed(core: SaverCore, slot: tuple[str, str, str, str], index: int, record: Record) -> bytes:
+    """A record as stored: packed, and sealed to its slot with encryption (``slot``:
+    thread id, namespace, checkpoint id, task id)."""
+    return seal_record(core, slot, index, codec.pack_record(record.wire(), core.compression_level))
+
+
 def _pack_within_budget(
     core: SaverCore,
-    thread_id: str,
+    slot: tuple[str, str, str, str],
     writes: Sequence[tuple[str, Any]],
     records: dict[int, Record],
     uploads: dict[str, bytes],
 ) -> dict[int, bytes]:
     """Packed records; the largest inline values move to blobs until the item fits."""
-    packed = {i: codec.pack_record(r.wire(), core.compression_level) for i, r in records.items()}
+    thread_id = slot[0]
+    packed = {i: _packed(core, slot, i, r) for i, r in records.items()}
     for i in sorted(packed, key=lambda i: -len(packed[i])):
         if sum(len(p) for p in packed.values()) <= ITEM_BUDGET:
             break
@@ -124,5 +132,5 @@ def _pack_within_budget(
             )
             uploads.update(blobs)
             records[i] = Record(channel, lists.spill(entry))
-            packed[i] = codec.pack_record(records[i].wire(), core.compression_level)
+            packed[i] = _packed(core, slot, i, records[i])
     return packed
