@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.connection import parse_conn_string
+from langgraph_s3.core.sealed import Encryption
 from langgraph_s3.errors import (
     AccessDeniedError,
     CheckpointConflictError,
@@ -21,6 +22,7 @@ from langgraph_s3.errors import (
     MissingObjectError,
     NotYetReplicatedError,
     ObjectError,
+    PlaintextObjectError,
     S3SaverError,
     SealedObjectError,
     SerializationError,
@@ -51,6 +53,7 @@ __all__ = [
     "CrossRegion",
     "DamageFoundError",
     "DataKeyError",
+    "Encryption",
     "EndpointError",
     "InvalidConfigError",
     "KeyServiceError",
@@ -59,6 +62,7 @@ __all__ = [
     "MissingObjectError",
     "NotYetReplicatedError",
     "ObjectError",
+    "PlaintextObjectError",
     "S3Saver",
     "S3SaverError",
     "SealedObjectError",

@@ -62,7 +62,8 @@ from langgraph_s3.core.schema import (
     written_ms,
 )
 from langgraph_s3.core.scratch import Scratch
-from langgraph_s3.errors import InvalidConfigError, MissingObjectError, ObjectError
+from langgraph_s3.core.sealed import open_writes, thread_key
+from langgraph_s3.errors import DataKeyError, InvalidConfigError, MissingObjectError, ObjectError
 from langgraph_s3.keys import THREAD_OBJECT
 from langgraph_s3.operations import Flow, S3Put
 
@@ -204,6 +205,9 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
             if not run.dry_run:
                 yield from delete_items(run.core, keys_of(items))
         else:
+            # With encryption the collector opens bodies, records and chunk lists to
+            # find what they reference: it needs the thread's key.
+            yield from thread_key(run.core, thread_id_of(run.core.layout, items))
             rows.extend(_mark_thread(run, items, orphans))
         while len(rows) >= _MARK_BATCH:  # a long history is read a batch at a time too
             yield from _mark_checkpoints(run, rows[:_MARK_BATCH])
@@ -230,14 +234,14 @@ def _mark_thread(
 ) -> list[Row]:
     """Record what a thread's pending writes reference; its checkpoint rows (whose
     objects are read in batches); orphaned writes items go to ``orphans``."""
-    committed = {checkpoint_ref(i) for i in items if is_checkpoint_item(i)}
+    committed = {checkpoint_ref(i): parse_row(i) for i in items if is_checkpoint_item(i)}
     # The folder from the partition key: a thread with only writes items so far has
     # no item naming its raw id, and a long id's key segment is a hash of it.
     folder = run.core.layout.folder_of_pk(pk_of(items[0]))
     rows, referenced = [], []
     for item in items:
         if is_checkpoint_item(item):
-            rows.append(parse_row(item))
+            rows.append(committed[checkpoint_ref(item)])
         elif is_writes_item(item):
             # Writes for a checkpoint that never committed (LangGraph saves task
             # writes while the checkpoint's own put is still in flight, and that
@@ -247,8 +251,11 @@ def _mark_thread(
                 orphans.extend(keys_of([item]))
                 continue
             try:
-                records = parse_writes(item).records
-            except ObjectError as exc:
+                w = parse_writes(item, encrypted=run.core.encryption is not None)
+                row = committed[checkpoint_ref(item)]
+                open_writes(run.core, row.thread_id, row.ns, [w])
+                records = w.records
+            except (ObjectError, DataKeyError) as exc:
                 _protect(run, folder, exc)  # what it references is unknown
                 continue
             for _, rec in records:
@@ -266,12 +273,12 @@ def _mark_checkpoints(run: _Run, rows: list[Row]) -> Flow[None]:
         return
     try:
         envs: list[Envelope | None] = list((yield from read_envelopes(run.core, rows)))
-    except ObjectError:
+    except (ObjectError, DataKeyError):
         envs = []
         for row in rows:  # find which ones failed
             try:
                 envs.append((yield from read_envelopes(run.core, [row]))[0])
-            except ObjectError as exc:
+            except (ObjectError, DataKeyError) as exc:
                 envs.append(None)
                 _protect(run, run.core.layout.thread_prefix(row.thread_id), exc)
     referenced = [object_key(run.core, row) for row in rows]
@@ -297,14 +304,14 @@ def _mark_lists(run: _Run) -> Flow[None]:
     payloads: dict[str, bytes] | None
     try:
         payloads = yield from fetch_chunks(run.core, refs)
-    except ObjectError:
+    except (ObjectError, DataKeyError):
         payloads = None  # read them one by one, to find which failed
     referenced = []
     for (folder, entry), ref in zip(listed, refs, strict=True):
         try:
             got = payloads if payloads is not None else (yield from fetch_chunks(run.core, [ref]))
             blobs = lists.open_list(entry, got[ref.key], ref)
-        except ObjectError as exc:
+        except (ObjectError, DataKeyError) as exc:
             _protect(run, folder, exc)  # what it lists is unknown
             continue
         referenced.extend(objects_in(folder, replace(entry, blobs=blobs)))
@@ -367,7 +374,7 @@ def _judge(
     return doomed
 
 
-def _protect(run: _Run, folder: str, exc: ObjectError) -> None:
+def _protect(run: _Run, folder: str, exc: ObjectError | DataKeyError) -> None:
     """Something a thread stores is unreadable, so its references are unknown: spare
     its folder this run.
 

@@ -78,7 +78,7 @@ def put(
     guarded = guard.is_continuation(config, ns, parent_id)
     if guarded and parent_id is not None and cid <= parent_id:
         raise clock_skew(thread_id, ns, parent_id, cid)
-    yield from thread_key(core, thread_id)
+    yield from thread_key(core, thread_id, create=True)
     body_cp: dict[str, Any] = dict(checkpoint)
     channel_values: dict[str, Any] = body_cp.pop("channel_values", {}) or {}
     versions: ChannelVersions = body_cp.get("channel_versions", {})
@@ -243,7 +243,7 @@ def _checkpoint_item(
     if unstored:
         item[schema.UNSTORED] = {"SS": unstored}
     indexed = {k: v for k, v in ((k, schema.metadata_index_value(v)) for k, v in md.items()) if v}
-    if indexed:
+    if indexed and core.encryption is None:  # with it, metadata stays sealed in the body
         item[schema.METADATA] = {"M": {k: s(v) for k, v in indexed.items() if k}}
     return item
 

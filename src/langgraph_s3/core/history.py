@@ -66,7 +66,7 @@ def list_checkpoints(
         if before_id is not None:
             check_checkpoint_id(before_id)
     filter = dict(filter or {})
-    where = _server_filter(filter, before_id)
+    where = _server_filter(filter if core.encryption is None else {}, before_id)
     if config is None:
         items = yield from _scan_all(core, where)
         writes: dict[tuple[str, str], list[WritesRow]] = {}
@@ -138,7 +138,9 @@ def _server_filter(filter: Mapping[str, Any], before_id: str | None) -> ListFilt
     can hold (others are checked on the loaded metadata) and the ``before`` bound.
 
     ``None`` is checked on the metadata only: as in ``InMemorySaver``, it matches a
-    checkpoint whose metadata has no such key, which the index cannot express.
+    checkpoint whose metadata has no such key, which the index cannot express. With
+    encryption the index holds no metadata (``md``), so everything is checked on the
+    loaded metadata.
     """
     indexed = (
         (slot, k, schema.metadata_index_value(v))

@@ -55,7 +55,7 @@ def put_writes(
         raise InvalidConfigError(f"task_id must be a string, got {type(task_id).__name__}")
     if not writes:
         return
-    yield from thread_key(core, thread_id)
+    yield from thread_key(core, thread_id, create=True)
     slot = (thread_id, ns, cid, task_id)
     records, uploads = _encode_writes(core, thread_id, writes, task_id)
     packed = _pack_within_budget(core, slot, writes, records, uploads)
