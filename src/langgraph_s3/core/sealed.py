@@ -11,8 +11,9 @@ Theory of operation:
   thread's :class:`~langgraph_s3.sealing.DataKey` with :func:`thread_key` (a flow: a
   KMS key ring asks KMS). The pure code that frames and opens runs after it and
   finds the key with :func:`key_of` (by thread id) or by a blob's key (by thread
-  folder); a key not loaded first is a bug (``AssertionError``), never a silent
-  plaintext. **Placeholder:** :func:`thread_key` keeps the keys it generates in
+  folder). Only writers create a key (``create=True``); a thread without one cannot
+  be opened (:class:`~langgraph_s3.errors.DataKeyError`), never read as plaintext.
+  **Placeholder:** :func:`thread_key` keeps the keys it generates in
   :attr:`Encryption.keys`, in memory: data sealed by one :class:`Encryption` cannot
   be read with another, nor after the process ends. The per-thread wrapped-key item
   (``core/datakeys.py``) replaces that dictionary; nothing else changes.
@@ -29,6 +30,8 @@ Theory of operation:
   :class:`~langgraph_s3.sealing.BlobPlace` (thread and name) and stored as a frame
   of kind ``S``, loose or in a pack; after opening, its content is checked against
   its name. A pack keeps its SHA-256 name, of sealed bytes that reveal nothing.
+* **No metadata index**: ``commit`` writes no ``md`` and ``history`` checks list
+  filters on the opened metadata, which would otherwise be in the index in the clear.
 * **Plaintext is refused** where encryption is configured
   (:class:`~langgraph_s3.errors.PlaintextObjectError`), and a sealed object read
   without it is a :class:`~langgraph_s3.errors.SealedObjectError` (``codec``).
