@@ -69,6 +69,8 @@ class Storage:
 
     def __init__(self, prefix: str = "", scan_page: int = 2, list_page: int = 1000) -> None:
         self.prefix = make_core(prefix=prefix).layout.prefix
+        #: the collector's ``encryption=`` (tests of sealed storage)
+        self.encryption: Any = None
         self.items: dict[tuple[str, str], dict[str, Any]] = {}
         self.objects: dict[str, tuple[bytes, float]] = {}  # key -> body, last modified
         self.scan_page, self.list_page = scan_page, list_page
@@ -117,7 +119,7 @@ class Storage:
     def run(self, tmp_path: Path, at: float, **options: Any) -> GcReport:
         """One collection at time ``at`` (a fresh saver state, like a new process)."""
         self.now, self.rounds = at, []
-        core = make_core(prefix=self.prefix, clock=lambda: at)
+        core = make_core(prefix=self.prefix, clock=lambda: at, encryption=self.encryption)
         script = Script(collect_flow(core, workdir=str(tmp_path), **options))
         while script.pending is not None:
             op = script.pending
@@ -632,3 +634,50 @@ def test_an_unreadable_chunk_list_protects_its_threads_folder(
     assert deleted_objects(storage.sent) == []  # P1, P2 and the junk: all spared
     [error] = report.errors
     assert pack in error
+
+
+# --------------------------------------------------------------------------- encryption
+def sealed_writer(enc: Any, at: float = T0) -> SaverCore:
+    return writer(at=at, encryption=enc)
+
+
+@pytest.mark.parametrize("ns", ["", "n" * 200])  # the second one's key segment is a hash
+def test_with_encryption_young_writes_are_opened_or_their_folder_spared(
+    tmp_path: Path, ns: str
+) -> None:
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    enc = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
+    storage = Storage()
+    storage.encryption = enc
+    first = store_writes(config("t1", "c1", ns), [("out", HUGE)], "task", core=sealed_writer(enc))
+    storage.add(first)
+    storage.objects[garbage()] = (b"junk", T0)
+    report = storage.run(tmp_path, at=T0 + 60, grace=HOUR)
+    assert not report.errors and storage.has_item(first)
+    condemned = storage.condemned()
+    assert first.objects and not set(first.objects) & set(condemned)
+    assert (garbage() in condemned) == (ns == "")  # a hashed namespace spares the folder
+
+
+def test_with_encryption_the_collector_opens_with_the_keys_or_spares_the_thread(
+    tmp_path: Path,
+) -> None:
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    enc = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
+    storage = Storage()
+    c1 = store(config(), checkpoint("c1", {"big": BIG}), core=sealed_writer(enc))
+    w1 = store_writes(config("t1", "c1"), [("out", HUGE)], "task", core=sealed_writer(enc))
+    storage.add(c1, w1)
+    storage.objects[garbage()] = (b"junk", T0)
+    # Without the thread's key: nothing of its folder goes, and the run says why.
+    storage.encryption = Encryption(enc.ring)
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert garbage() in storage.objects and "no data key" in report.errors[0]
+    storage.encryption = enc
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert not report.errors and garbage() not in storage.objects
+    assert all(k in storage.objects for k in (*c1.objects, *w1.objects))

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import lists
-from langgraph_s3.core.entries import Envelope, Listed
+from langgraph_s3.core.entries import Envelope, Listed, Record
 from langgraph_s3.core.inventory import (
     last_activity_ms,
     scan_items,
@@ -51,6 +51,7 @@ from langgraph_s3.core.objects import (
 from langgraph_s3.core.packs import objects_in
 from langgraph_s3.core.paging import delete_items
 from langgraph_s3.core.schema import (
+    SK,
     Row,
     checkpoint_ref,
     is_checkpoint_item,
@@ -64,7 +65,7 @@ from langgraph_s3.core.schema import (
 from langgraph_s3.core.scratch import Scratch
 from langgraph_s3.core.sealed import open_writes, thread_key
 from langgraph_s3.errors import DataKeyError, InvalidConfigError, MissingObjectError, ObjectError
-from langgraph_s3.keys import THREAD_OBJECT
+from langgraph_s3.keys import THREAD_OBJECT, decode_segment
 from langgraph_s3.operations import Flow, S3Put
 
 if TYPE_CHECKING:
@@ -251,12 +252,12 @@ def _mark_thread(
                 orphans.extend(keys_of([item]))
                 continue
             try:
-                w = parse_writes(item, encrypted=run.core.encryption is not None)
-                row = committed[checkpoint_ref(item)]
-                open_writes(run.core, row.thread_id, row.ns, [w])
-                records = w.records
+                records = _records(run, item, committed.get(checkpoint_ref(item)), items)
             except (ObjectError, DataKeyError) as exc:
                 _protect(run, folder, exc)  # what it references is unknown
+                continue
+            if records is None:
+                run.protected.append(folder)
                 continue
             for _, rec in records:
                 if isinstance(rec.entry, Listed):
@@ -265,6 +266,25 @@ def _mark_thread(
                     referenced.extend(objects_in(folder, rec.entry))
     run.store.reference(referenced)  # one transaction per thread
     return rows
+
+
+def _records(
+    run: _Run, item: dict[str, Any], row: Row | None, items: list[dict[str, Any]]
+) -> list[tuple[int, Record]] | None:
+    """The records of a writes item (opened with the thread key, with encryption), or
+    None if they cannot be opened yet: sealed records of a checkpoint not committed
+    yet, in a namespace whose key segment is a hash (its raw id, part of their
+    place, is known only once its checkpoint item exists)."""
+    w = parse_writes(item, encrypted=run.core.encryption is not None)
+    if row is not None:
+        open_writes(run.core, row.thread_id, row.ns, [w])
+    elif w.sealed or w.plain:
+        segment = item[SK]["S"].split("#", 2)[1]
+        if segment.startswith("~") and segment != "~":  # a hash: not decodable
+            return None
+        ns = decode_segment(segment)
+        open_writes(run.core, thread_id_of(run.core.layout, items), ns, [w])
+    return w.records
 
 
 def _mark_checkpoints(run: _Run, rows: list[Row]) -> Flow[None]:
