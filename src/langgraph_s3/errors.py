@@ -104,8 +104,8 @@ class PlaintextObjectError(SealedObjectError):
 
     A saver with encryption reads sealed data only, so that nobody with write access
     to the bucket or table can slip unauthenticated data into a thread. Copy old
-    threads into encrypted storage (``langgraph-s3 migrate``, or ``archive`` export
-    and import), or read them with a saver without encryption.
+    threads to another prefix with ``langgraph_s3.archive.copy_threads(plain_saver,
+    sealed_saver)``, or read them with a saver without encryption.
     """
 
 

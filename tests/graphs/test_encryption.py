@@ -215,6 +215,19 @@ def test_a_plain_saver_cannot_read_and_a_sealed_one_refuses_plaintext(
     run_graph(build(inproc_backend.saver()), "plain")
     with pytest.raises(SealedObjectError, match="encryption="):
         values(build(inproc_backend.saver()), "sealed")
-    with pytest.raises(PlaintextObjectError, match="migrate") as info:
+    with pytest.raises(PlaintextObjectError, match="copy_threads") as info:
         values(build(inproc_backend.saver(encryption=enc)), "plain")
     assert info.value.key.startswith("plain")
+
+
+def test_plain_threads_move_into_sealed_storage_with_copy_threads(
+    inproc_backend: Backend, reference: Any
+) -> None:
+    from langgraph_s3.archive import copy_threads
+
+    enc = encryption()
+    plain = inproc_backend.saver(prefix="old/")
+    run_graph(build(plain), "t")
+    copy_threads(plain, inproc_backend.saver(prefix="new/", encryption=enc))
+    fresh = build(inproc_backend.saver(prefix="new/", encryption=enc))
+    assert (summary(fresh, "t"), values(fresh, "t")) == reference

@@ -242,8 +242,8 @@ def open_blob(core: SaverCore, blob_key: str, frame: bytes, where: str) -> bytes
 def _plaintext(what: str, where: str) -> PlaintextObjectError:
     return PlaintextObjectError(
         f"{what} was stored without encryption, and this saver is configured with "
-        "encryption=, so it reads sealed data only. Copy old threads into encrypted "
-        "storage (langgraph-s3 migrate, or archive export and import) or read them "
-        "with a saver without encryption",
+        "encryption=, so it reads sealed data only. Copy old threads to another prefix "
+        "with langgraph_s3.archive.copy_threads(saver_without_encryption, "
+        "saver_with_encryption), or read them with a saver without encryption",
         key=where,
     )
