@@ -150,6 +150,16 @@ class Layout:
         """Partition key: all items of one thread share it (prefix included)."""
         return f"{self.prefix}{encode_segment(thread_id)}"
 
+    def tenant_pk(self, tenant: str) -> str:
+        """Partition key of a tenant's data key items (client-side encryption per tenant).
+
+        ``#`` never follows the prefix of a thread's partition (segments are escaped,
+        prefixes may not contain it) and ``/`` makes :meth:`owns_pk` false, so no
+        thread, of this prefix or a nested one, shares it, and listings of threads
+        pass it by.
+        """
+        return f"{self.prefix}#tenant/{encode_segment(tenant)}"
+
     @staticmethod
     def folder_of_pk(pk: str) -> str:
         """The thread folder (``thread_prefix``) of the thread whose partition key is ``pk``."""

@@ -259,6 +259,26 @@ class _Conditional(IndexRequest[bool]):
 
 
 @dataclass(frozen=True)
+class PutNew(_Conditional):
+    """Put ``item`` only if no item has its key yet. Result: whether it was put.
+
+    Two writers creating the same item agree on one: the loser learns it lost
+    (``False``) and reads the winner's.
+    """
+
+    table: str
+    item: Item
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "put_item", {
+            "TableName": self.table,
+            "Item": self.item,
+            "ConditionExpression": "attribute_not_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": PK},
+        }
+
+
+@dataclass(frozen=True)
 class DeleteHead(_Conditional):
     """Delete a namespace's head if it names one of ``cids`` (at most 100)."""
 
