@@ -158,7 +158,11 @@ class Layout:
         thread, of this prefix or a nested one, shares it, and listings of threads
         pass it by.
         """
-        return f"{self.prefix}#tenant/{encode_segment(tenant)}"
+        return f"{self.tenants_pk_prefix()}{encode_segment(tenant)}"
+
+    def tenants_pk_prefix(self) -> str:
+        """Begins the partition key of every tenant's data key items of this prefix."""
+        return f"{self.prefix}#tenant/"
 
     @staticmethod
     def folder_of_pk(pk: str) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from langgraph_s3.core import datakeys, schema
 from langgraph_s3.core.datakeys import KeyScope
-from langgraph_s3.core.index import BatchWrite, PutNew, Query
+from langgraph_s3.core.index import BatchWrite, PutNew, Query, RewrapKey, ScanKeyItems
 from langgraph_s3.errors import DataKeyError, KeyUnwrapError
 from langgraph_s3.operations import GeneratedKey, KmsDecrypt, KmsGenerateDataKey
 from langgraph_s3.sealing import StaticKeyRing
@@ -161,3 +161,82 @@ def test_shredding_deletes_every_version_and_the_cached_keys() -> None:
 @pytest.mark.parametrize("scope", [THREAD, KeyScope.tenant("acme")])
 def test_without_a_prefix_the_context_has_no_prefix_pair(scope: KeyScope) -> None:
     assert scope.context(make_core(), 1) == {scope.kind: scope.id, "key-version": "1"}
+
+
+# ------------------------------------------------------------------- rekey
+RING2 = StaticKeyRing({"r1": bytes(range(32)), "r2": bytes(range(1, 33))}, current="r2")
+
+
+def test_a_key_is_rewrapped_under_the_current_ring_key_if_its_item_is_unchanged() -> None:
+    item = created_item()
+    stored = datakeys.parse_key_item(item, THREAD)
+    script = Script(datakeys.rewrap(make_core(), RING2, THREAD, stored))
+    update = script.expect(RewrapKey, True)
+    assert script.returns() is True
+    assert (update.pk, update.sk, update.old, update.kek) == (
+        "t-42",
+        "k#0000000001",
+        stored.wrapped,
+        "r2",
+    )
+    assert update.params["ConditionExpression"] == "#wk = :old"
+    # The same data key, now wrapped with r2 for the same context.
+    context = {"thread": "t-42", "key-version": "1"}
+    key = RING.unwrap(stored.wrapped, context, key_id="1")
+    assert RING2.unwrap(update.new, context, key_id="1", kek="r2") == key
+    with pytest.raises(KeyUnwrapError):
+        RING2.unwrap(update.new, context, key_id="1", kek="r1")
+
+
+def test_a_key_already_under_the_current_ring_key_is_left_alone() -> None:
+    stored = datakeys.parse_key_item(created_item(), THREAD)
+    assert Script(datakeys.rewrap(make_core(), RING, THREAD, stored)).returns() is False
+
+
+def test_rekey_rewraps_threads_and_tenants_of_its_prefix_and_reports_the_rest() -> None:
+    core = make_core(prefix="prod")
+    mine = created_item_in(core, KeyScope.thread("t-1"))
+    tenant = created_item_in(core, KeyScope.tenant("acme"))
+    nested = created_item_in(make_core(prefix="prod/inner"), KeyScope.thread("t-2"))
+    moved = {**created_item_in(core, KeyScope.thread("t-3")), schema.THREAD: schema.s("t-4")}
+    current = created_item_in(core, KeyScope.thread("t-5"), ring=RING2)
+    script = Script(datakeys.rekey(core, RING2))
+    scan = script.expect(ScanKeyItems, page([mine, tenant, nested, moved, current]))
+    assert scan.prefix == "prod/"
+    # In key order: the tenant's partition sorts first.
+    assert script.expect(RewrapKey, True).pk == "prod/#tenant/acme"
+    assert script.expect(RewrapKey, True).pk == "prod/t-1"
+    done = script.returns()
+    assert done.rewrapped == [(KeyScope.tenant("acme"), 1), (KeyScope.thread("t-1"), 1)]
+    assert done.current == [(KeyScope.thread("t-5"), 1)]
+    assert [(whose, why.split(" (")[0]) for whose, _, why in done.failed] == [
+        ("partition 'prod/t-3'", "its thread or tenant attribute does not name its partition")
+    ]
+
+
+def test_a_dry_rekey_writes_nothing() -> None:
+    core = make_core(prefix="prod")
+    script = Script(datakeys.rekey(core, RING2, dry_run=True))
+    script.expect(ScanKeyItems, page([created_item_in(core, KeyScope.thread("t-1"))]))
+    assert script.returns().rewrapped == [(KeyScope.thread("t-1"), 1)]
+
+
+def test_a_key_that_does_not_unwrap_is_reported_and_the_others_go_on() -> None:
+    core = make_core(prefix="prod")
+    bad = created_item_in(core, KeyScope.thread("t-1"))
+    bad[schema.WRAPPED] = schema.b(bytes(bad[schema.WRAPPED]["B"])[:-1])
+    good = created_item_in(core, KeyScope.thread("t-2"))
+    script = Script(datakeys.rekey(core, RING2))
+    script.expect(ScanKeyItems, page([bad, good]))
+    script.expect(RewrapKey, False)  # t-2's item changed meanwhile
+    done = script.returns()
+    assert done.rewrapped == []
+    (t1, v1, why1), (t2, v2, why2) = done.failed
+    assert (t1, v1, t2, v2) == ("thread 't-1'", 1, "thread 't-2'", 1)
+    assert "does not unwrap" in why1 and "altered" in why1
+    assert why2 == "changed while it was re-wrapped"
+
+
+def created_item_in(core: Any, scope: KeyScope, ring: StaticKeyRing = RING) -> dict[str, Any]:
+    script = Script(datakeys.create(core, ring, scope))
+    return dict(script.expect(PutNew, True).item)

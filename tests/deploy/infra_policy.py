@@ -175,6 +175,15 @@ def iam_requests(
         if not resource.startswith("arn:"):
             resource = f"arn:{arns.partition}:kms:{arns.region}:{arns.account}:key/{resource}"
         return [IamRequest(f"kms:{operation}", resource, keys, operation)]
+    if service == "kms" and operation == "ReEncrypt":
+        # langgraph-s3 rekey: from the source key to the destination key, same context.
+        context = dict(params.get("SourceEncryptionContext") or {})
+        keys = {f"kms:EncryptionContext:{k}": (str(v),) for k, v in context.items()}
+        keys["kms:EncryptionContextKeys"] = tuple(context)
+        return [
+            IamRequest("kms:ReEncryptFrom", params["SourceKeyId"], keys, operation),
+            IamRequest("kms:ReEncryptTo", params["DestinationKeyId"], keys, operation),
+        ]
     raise AssertionError(
         f"no IAM mapping for {service}:{operation}; add it to tests/deploy/infra_policy.py "
         "and decide whether infra/storage.yaml must grant it"

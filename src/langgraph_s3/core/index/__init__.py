@@ -26,6 +26,7 @@ from langgraph_s3.core.index.reads import (
     Query,
     RunQuery,
     ScanCheckpoints,
+    ScanKeyItems,
     ScanSegment,
 )
 from langgraph_s3.core.index.table import CreateTable, EnableTtl, TableStatus
@@ -38,6 +39,7 @@ from langgraph_s3.core.index.writes import (
     DeleteHead,
     Part,
     PutNew,
+    RewrapKey,
     TouchHead,
     Transact,
     UnlinkParent,
@@ -69,8 +71,10 @@ __all__ = [
     "Part",
     "PutNew",
     "Query",
+    "RewrapKey",
     "RunQuery",
     "ScanCheckpoints",
+    "ScanKeyItems",
     "ScanSegment",
     "TableStatus",
     "TouchHead",
