@@ -194,8 +194,23 @@ class KmsDecrypt(Request[bytes]):
     data_key_id: str
 
 
+@dataclass(frozen=True)
+class KmsReEncrypt(Request[bytes]):
+    """Ask AWS KMS to re-wrap ``wrapped`` from ``kms_key`` under ``destination``, for
+    the same ``context`` (``langgraph-s3 rekey``). Result: the new wrapped bytes.
+
+    The data key never leaves KMS in the clear.
+    """
+
+    wrapped: bytes = field(repr=False)
+    kms_key: str
+    destination: str
+    context: Context
+    data_key_id: str
+
+
 #: The requests that go to AWS KMS.
-KmsRequest = KmsGenerateDataKey | KmsDecrypt
+KmsRequest = KmsGenerateDataKey | KmsDecrypt | KmsReEncrypt
 
 
 @dataclass(frozen=True)
@@ -217,6 +232,7 @@ Op = (
     | WaitUpload
     | KmsGenerateDataKey
     | KmsDecrypt
+    | KmsReEncrypt
 )
 
 

@@ -30,6 +30,7 @@ from langgraph_s3.operations import (
     IndexRequest,
     KmsDecrypt,
     KmsGenerateDataKey,
+    KmsReEncrypt,
     KmsRequest,
     ListPage,
     Op,
@@ -60,7 +61,7 @@ def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, d
         return S3, "get_object", get
     if isinstance(op, IndexRequest):
         return (DYNAMODB, *op.call())
-    if isinstance(op, KmsGenerateDataKey | KmsDecrypt):
+    if isinstance(op, KmsGenerateDataKey | KmsDecrypt | KmsReEncrypt):
         return (KMS, *kms_call(op))
     if isinstance(op, S3Put):
         return S3, "put_object", {"Bucket": bucket, "Key": op.key, "Body": op.body}
@@ -115,6 +116,8 @@ def finish(op: Op, response: Any) -> Any:
         )
     if isinstance(op, KmsDecrypt):
         return bytes(response["Plaintext"])
+    if isinstance(op, KmsReEncrypt):
+        return bytes(response["CiphertextBlob"])
     if isinstance(op, S3List):
         return ListPage(
             [
@@ -145,7 +148,7 @@ def failed(op: Op, exc: ClientError, *, bucket: str, table: str, region: str | N
         return op.refused(code, exc.response)
     if isinstance(op, CreateBucket) and code == "BucketAlreadyOwnedByYou":
         return None
-    if isinstance(op, KmsGenerateDataKey | KmsDecrypt):
+    if isinstance(op, KmsGenerateDataKey | KmsDecrypt | KmsReEncrypt):
         raise kms_error(op, exc, region=region) from exc
     raise translate(exc, bucket=bucket, table=table, region=region) from exc
 
@@ -277,6 +280,14 @@ def kms_call(op: KmsRequest) -> tuple[str, dict[str, Any]]:
             "KeySpec": "AES_256",
             "EncryptionContext": context,
         }
+    if isinstance(op, KmsReEncrypt):
+        return "re_encrypt", {
+            "CiphertextBlob": op.wrapped,
+            "SourceKeyId": op.kms_key,
+            "DestinationKeyId": op.destination,
+            "SourceEncryptionContext": context,
+            "DestinationEncryptionContext": context,
+        }
     return "decrypt", {
         "CiphertextBlob": op.wrapped,
         "KeyId": op.kms_key,
@@ -297,12 +308,28 @@ _KMS_BUSY = {
 _KMS_UNUSABLE = {"KMSInvalidStateException", "DisabledException"}
 
 
+_VERBS: dict[type, str] = {
+    KmsGenerateDataKey: "wrap a new",
+    KmsDecrypt: "unwrap",
+    KmsReEncrypt: "re-wrap",
+}
+# What IAM checks (a re-wrap: ReEncryptFrom on the source key, ReEncryptTo on the
+# destination; the message names the first).
+_ACTIONS: dict[type, str] = {
+    KmsGenerateDataKey: "kms:GenerateDataKey",
+    KmsDecrypt: "kms:Decrypt",
+    KmsReEncrypt: "kms:ReEncryptFrom and kms:ReEncryptTo",
+}
+
+
 def kms_error(op: KmsRequest, exc: ClientError, *, region: str | None) -> BaseException:
     """Our typed error for a KMS request that failed, naming the context and the key."""
     code = error_code(exc)
     what = f"data key {op.data_key_id!r} ({describe_context(op)})"
-    verb = "wrap a new" if isinstance(op, KmsGenerateDataKey) else "unwrap"
+    verb = _VERBS[type(op)]
     key = f"KMS key {op.kms_key!r}"
+    if isinstance(op, KmsReEncrypt):
+        key += f" (to KMS key {op.destination!r})"
     if code in ("InvalidCiphertextException", "IncorrectKeyException"):
         return KeyUnwrapError(
             f"KMS refused to unwrap {what} with {key} ({code}): the wrapped key was altered, "
@@ -311,7 +338,7 @@ def kms_error(op: KmsRequest, exc: ClientError, *, region: str | None) -> BaseEx
             key_id=op.data_key_id,
         )
     if code in _DENIED:
-        action = "kms:GenerateDataKey" if isinstance(op, KmsGenerateDataKey) else "kms:Decrypt"
+        action = _ACTIONS[type(op)]
         return AccessDeniedError(
             f"access denied: the credentials may not {verb} {what} with {key} ({code}); "
             f"allow {action} in the key policy or the role's IAM policy, for this encryption "

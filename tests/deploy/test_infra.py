@@ -133,7 +133,13 @@ def resolve(node: Any, refs: dict[str, Any], conditions: dict[str, bool]) -> Any
 def policy_documents(
     template: dict[str, Any], refs: dict[str, Any], has_kms: bool
 ) -> dict[str, dict[str, Any]]:
-    conditions = {"HasKmsKey": has_kms, "KeepVersions": False}
+    client_side, prefix = bool(refs.get("ClientSideKeyArn")), bool(refs.get("Prefix"))
+    conditions = {
+        "HasKmsKey": has_kms,
+        "KeepVersions": False,
+        "ClientSideKeyOfAPrefix": client_side and prefix,
+        "ClientSideKeyOfTheWholeTable": client_side and not prefix,
+    }
     return {
         name: resolve(res["Properties"]["PolicyDocument"], refs, conditions)
         for name, res in template["Resources"].items()

@@ -340,3 +340,42 @@ def gc(
         )  # fmt: skip
     print(report.to_json() if json_ else report.summary())
     raise typer.Exit(NOT_OK if report.errors else OK)
+
+
+def rekey(
+    ctx: typer.Context,
+    kms_key: Annotated[
+        str, typer.Option(metavar="ARN", help="the KMS key to wrap every data key under")
+    ],
+    previous: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--previous-kms-key", metavar="ARN", help="a KMS key that wrapped data keys (repeat)"
+        ),
+    ] = None,
+    dry_run: DryRun = False,
+) -> None:
+    """Re-wrap every thread's and tenant's data key under another KMS key (exit 1: some failed).
+
+    KMS re-wraps each key itself (ReEncrypt): the data keys, and everything sealed under
+    them, stay as they are, so nothing else is rewritten. Needs dynamodb:Scan,
+    dynamodb:UpdateItem, kms:ReEncryptFrom on the previous keys and kms:ReEncryptTo on
+    the new one.
+
+    Example: langgraph-s3 --url s3://my-bucket/agents/?table=t rekey --kms-key NEW_ARN
+    --previous-kms-key OLD_ARN
+    """
+    from langgraph_s3.core import datakeys
+    from langgraph_s3.sealing.kms import KmsKeyRing
+
+    ring = KmsKeyRing(kms_key, previous=previous or ())
+    with saver(ctx) as s:
+        done = s.run(datakeys.rekey(s, ring, dry_run=dry_run))
+    verb = "would re-wrap" if dry_run else "re-wrapped"
+    print(
+        f"{verb} {len(done.rewrapped)} data key(s); {len(done.current)} already under "
+        f"{kms_key}; {len(done.failed)} failed"
+    )
+    for whose, version, message in done.failed:
+        err.print(f"{whose}, data key {version}: {message}", markup=False)
+    raise typer.Exit(NOT_OK if done.failed else OK)

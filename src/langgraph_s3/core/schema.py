@@ -39,12 +39,25 @@ READ_AT = "rd"  #: last read of the latest checkpoint (touch_on_read), ms
 REGION = "region"  #: the region that owns the thread
 EXPIRES_AT = "expires_at"  #: DynamoDB TTL attribute
 
+# Data key items (client-side encryption): one per version of a thread's or tenant's key.
+WRAPPED = "wk"  #: the data key, wrapped (a KMS ciphertext blob, or a static ring's)
+KEY_VERSION = "kv"  #: the data key's version (N): its id, and part of its encryption context
+KEK = "kek"  #: what wrapped it: the KMS key ARN, or the static ring's key id
+TENANT = "tn"  #: raw tenant id, on a tenant's data key item (a thread's has ``th``)
+
 #: Global secondary index of checkpoint items by run id (``delete_for_runs``).
 GSI_RUN = "by_run"
 #: Sort key of the item naming the region that owns a thread (cross-region setups).
 OWNER_SK = "o"
 #: Marker between a checkpoint's sort key and its pending writes' task.
 WRITES_MARK = "#w#"
+#: Begins the sort key of every data key item; :func:`key_sk` adds the version.
+KEY_SK_PREFIX = "k#"
+
+
+def key_sk(version: int) -> str:
+    """The sort key of version ``version`` of a data key (ten digits: versions sort)."""
+    return f"{KEY_SK_PREFIX}{version:010d}"
 
 
 def s(value: str) -> dict[str, str]:

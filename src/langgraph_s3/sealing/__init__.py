@@ -29,7 +29,9 @@ Theory of operation:
   equal names within a key's scope (dedupe keeps working) and unrelated names
   across scopes.
 * **Wrapping.** A data key is stored wrapped, bound to an encryption context;
-  :class:`StaticKeyRing` wraps with keys held in memory (tests, non-AWS use).
+  :class:`StaticKeyRing` wraps with keys held in memory (tests, non-AWS use),
+  :class:`KmsKeyRing` has AWS KMS generate and unwrap them (:mod:`.kms`: flows that
+  yield KMS requests, and a cache of unwrapped keys with a lifetime).
 
 Not covered by sealing: an older authentic object of the *same* place put back
 (rollback), and deletions. Those need a trusted counter, not a cipher.
@@ -48,6 +50,7 @@ from langgraph_s3.sealing.cipher import (
     seal,
     sealed_key_id,
 )
+from langgraph_s3.sealing.kms import KmsKeyRing
 from langgraph_s3.sealing.places import (
     BlobPlace,
     BodyPlace,
@@ -63,6 +66,7 @@ __all__ = [
     "BlobPlace",
     "BodyPlace",
     "DataKey",
+    "KmsKeyRing",
     "Place",
     "StaticKeyRing",
     "WritePlace",

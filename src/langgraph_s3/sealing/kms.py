@@ -38,6 +38,7 @@ from langgraph_s3.operations import (
     Flow,
     KmsDecrypt,
     KmsGenerateDataKey,
+    KmsReEncrypt,
     context_of,
     perform,
 )
@@ -202,6 +203,21 @@ class KmsKeyRing:
         key = DataKey(key_id, secret)
         self._cache.put(entry, key)
         return key
+
+    def rewrap(
+        self, wrapped: bytes, context: Mapping[str, str], *, key_id: str, kek: str
+    ) -> Flow[bytes]:
+        """``wrapped`` (stored as wrapped by ``kek``) re-wrapped under the current KMS
+        key by KMS itself (``ReEncrypt``: the data key never leaves KMS in the clear).
+
+        Raises:
+            UnknownKeyError: ``kek`` is not a KMS key this ring is configured with.
+            KeyUnwrapError, AccessDeniedError, DataKeyError, KeyServiceError: as for
+                :meth:`unwrap`.
+        """
+        ctx = context_of(context)
+        source = self.decrypting_key(kek, key_id=key_id, context=ctx)
+        return (yield from perform(KmsReEncrypt(wrapped, source, self.key_id, ctx, key_id)))
 
     def decrypting_key(self, kek: str | None, *, key_id: str, context: Context) -> str:
         """The configured KMS key to unwrap with, for a data key stored as wrapped by ``kek``."""

@@ -73,6 +73,11 @@ class StaticKeyRing:
         key = DataKey(key_id, secrets.token_bytes(KEY_BYTES))
         return key, self.wrap(key, context)
 
+    def rewrap(self, wrapped: bytes, context: Mapping[str, str], *, key_id: str, kek: str) -> bytes:
+        """``wrapped`` (stored as wrapped by ring key ``kek``) re-wrapped with the current
+        ring key, for the same ``context`` (raises as :meth:`unwrap`)."""
+        return self.wrap(self.unwrap(wrapped, context, key_id=key_id, kek=kek), context)
+
     def wrap(self, key: DataKey, context: Mapping[str, str]) -> bytes:
         """``key`` wrapped with the current ring key, bound to ``context``."""
         return seal_to(self._keys[self.current], key.secret, KIND_KEY, encode_context(context))

@@ -1,0 +1,296 @@
+"""A thread's (or tenant's) data key in the index: create it once, read it, shred it.
+
+Client-side encryption (issue 24) seals a scope's values under one data key, kept
+wrapped in an index item beside the scope's other items: in the thread's partition
+(``pk`` = the thread's), or for a tenant in a partition of its own
+(``Layout.tenant_pk``). Each version of the key is an item of its own, sort key
+``schema.key_sk(version)``, holding the wrapped key (``wk``), its version (``kv``)
+and what wrapped it (``kek``: the KMS key ARN or the static ring's key id).
+
+* **Creating** puts the item only if it does not exist (``PutNew``): two writers of a
+  new thread each generate a key, one item wins, and the loser unwraps the winner's
+  instead of its own, so both seal under the same key.
+* **Reading** takes the newest version (one consistent query) or a given one.
+* **Shredding** deletes every version: whatever was sealed under them, in every
+  copy, can no longer be opened.
+
+The encryption context of a wrapped key names the prefix (when there is one), the
+thread or tenant, and the key version, so a key item moved to another thread or put
+back under another version does not unwrap, and CloudTrail and key policies see
+which thread a key belongs to. It is rebuilt from where the item was found, never
+read from the item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from langgraph_s3.core import schema
+from langgraph_s3.core.index import Item, PutNew, Query, RewrapKey, ScanKeyItems
+from langgraph_s3.core.paging import delete_items, read_all
+from langgraph_s3.errors import DataKeyError, S3SaverError
+from langgraph_s3.operations import Flow, perform
+from langgraph_s3.sealing.cipher import DataKey
+from langgraph_s3.sealing.kms import KmsKeyRing
+from langgraph_s3.sealing.ring import StaticKeyRing
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.state import SaverCore
+
+#: A key ring the flows here accept.
+KeyRing = StaticKeyRing | KmsKeyRing
+
+# Encryption context keys (KMS condition keys: kms:EncryptionContext:thread, ...).
+CONTEXT_PREFIX = "prefix"
+CONTEXT_VERSION = "key-version"
+
+
+@dataclass(frozen=True)
+class KeyScope:
+    """Whom a data key belongs to: one thread, or one tenant (its threads share it)."""
+
+    kind: Literal["thread", "tenant"]
+    id: str
+
+    @classmethod
+    def thread(cls, thread_id: str) -> KeyScope:
+        return cls("thread", thread_id)
+
+    @classmethod
+    def tenant(cls, tenant_id: str) -> KeyScope:
+        return cls("tenant", tenant_id)
+
+    def pk(self, core: SaverCore) -> str:
+        """The partition its key items live in."""
+        if self.kind == "thread":
+            return core.layout.pk(self.id)
+        return core.layout.tenant_pk(self.id)
+
+    def names(self, core: SaverCore) -> dict[str, str]:
+        """The encryption context pairs that name the scope (not the version)."""
+        out: dict[str, str] = {self.kind: self.id}
+        if core.layout.prefix:  # KMS refuses empty values; no prefix is no pair
+            out[CONTEXT_PREFIX] = core.layout.prefix
+        return out
+
+    def context(self, core: SaverCore, version: int) -> dict[str, str]:
+        """The encryption context of version ``version`` of the scope's key."""
+        return {**self.names(core), CONTEXT_VERSION: str(version)}
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.id!r}"
+
+
+@dataclass(frozen=True)
+class KeyItem:
+    """One version of a scope's data key, as stored."""
+
+    version: int
+    wrapped: bytes
+    kek: str
+
+    @property
+    def key_id(self) -> str:
+        """The data key's id, written into every object it seals: its version."""
+        return str(self.version)
+
+
+def key_item(core: SaverCore, scope: KeyScope, version: int, wrapped: bytes, kek: str) -> Item:
+    """The index item of version ``version`` of ``scope``'s data key."""
+    item: Item = {
+        schema.PK: schema.s(scope.pk(core)),
+        schema.SK: schema.s(schema.key_sk(version)),
+        schema.KEY_VERSION: schema.n(version),
+        schema.WRAPPED: schema.b(wrapped),
+        schema.KEK: schema.s(kek),
+        schema.AT: schema.n(core.now_ms()),
+    }
+    item[schema.THREAD if scope.kind == "thread" else schema.TENANT] = schema.s(scope.id)
+    return item
+
+
+def parse_key_item(item: Mapping[str, Any], scope: KeyScope) -> KeyItem:
+    """A stored key item, checked for its three attributes.
+
+    Raises:
+        DataKeyError: The item lacks one (it was altered).
+    """
+    try:
+        return KeyItem(
+            int(item[schema.KEY_VERSION]["N"]),
+            bytes(item[schema.WRAPPED]["B"]),
+            str(item[schema.KEK]["S"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        sk = item.get(schema.SK, {}).get("S", "?")
+        raise DataKeyError(
+            f"the data key item {sk!r} of {scope.describe()} is damaged (no "
+            f"{exc} attribute, or the wrong type): it was altered after it was written; "
+            "restore it from a backup, or nothing sealed under it can be opened",
+            key_id=sk,
+        ) from exc
+
+
+def current(core: SaverCore, scope: KeyScope) -> Flow[KeyItem | None]:
+    """The newest version of the scope's data key, or None if it has none."""
+    page = yield from perform(
+        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True, limit=1)
+    )
+    return parse_key_item(page.items[0], scope) if page.items else None
+
+
+def version(core: SaverCore, scope: KeyScope, number: int) -> Flow[KeyItem | None]:
+    """Version ``number`` of the scope's data key, or None if there is no such item."""
+    # A consistent Query of that one key, not a GetItem: the runtime policy of
+    # infra/storage.yaml grants the saver Query and no GetItem.
+    sk = schema.key_sk(number)
+    page = yield from perform(Query(core.table, scope.pk(core), between=(sk, sk)))
+    return parse_key_item(page.items[0], scope) if page.items else None
+
+
+def unwrap(core: SaverCore, ring: KeyRing, scope: KeyScope, stored: KeyItem) -> Flow[DataKey]:
+    """The data key a key item holds, unwrapped for the context of where it was found."""
+    context = scope.context(core, stored.version)
+    if isinstance(ring, KmsKeyRing):
+        return (
+            yield from ring.unwrap(stored.wrapped, context, key_id=stored.key_id, kek=stored.kek)
+        )
+    return ring.unwrap(stored.wrapped, context, key_id=stored.key_id, kek=stored.kek)
+
+
+def create(core: SaverCore, ring: KeyRing, scope: KeyScope, number: int = 1) -> Flow[DataKey]:
+    """Generate version ``number`` of the scope's data key and store it, unless another
+    writer stored that version first: then its key (both writers end with one key).
+
+    Raises:
+        DataKeyError: The winner's item was deleted before it could be read (the scope
+            was shredded meanwhile); retry to start it again.
+    """
+    context = scope.context(core, number)
+    if isinstance(ring, KmsKeyRing):
+        key, wrapped = yield from ring.generate(context, key_id=str(number))
+    else:
+        key, wrapped = ring.generate(context, key_id=str(number))
+    stored = yield from perform(
+        PutNew(core.table, key_item(core, scope, number, wrapped, ring.wrapping_key))
+    )
+    if stored:
+        return key
+    winner = yield from version(core, scope, number)
+    if winner is None:
+        raise DataKeyError(
+            f"another writer created data key {number} of {scope.describe()} first, and it "
+            "was deleted before it could be read (shredded meanwhile): retry",
+            key_id=str(number),
+        )
+    return (yield from unwrap(core, ring, scope, winner))
+
+
+def key_for(core: SaverCore, ring: KeyRing, scope: KeyScope) -> Flow[DataKey]:
+    """The scope's current data key: read and unwrapped, or created (version 1)."""
+    stored = yield from current(core, scope)
+    if stored is None:
+        return (yield from create(core, ring, scope))
+    return (yield from unwrap(core, ring, scope, stored))
+
+
+def shred(core: SaverCore, ring: KeyRing, scope: KeyScope) -> Flow[int]:
+    """Delete every version of the scope's data key (crypto-shredding).
+
+    Whatever was sealed under them, in this bucket, its replicas, old versions and
+    exports, can no longer be opened. The ring forgets the keys it cached.
+
+    Returns:
+        How many key items were deleted.
+    """
+    items = yield from read_all(
+        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, keys_only=True)
+    )
+    yield from delete_items(core, schema.keys_of(items))
+    ring.forget(scope.names(core))
+    return len(items)
+
+
+# ------------------------------------------------------------------- rekey
+@dataclass(frozen=True)
+class Rekeyed:
+    """What ``rekey`` did: key items re-wrapped (or, dry, to re-wrap), those already
+    under the current key, and those it could not re-wrap (whose, version, why)."""
+
+    rewrapped: list[tuple[KeyScope, int]]
+    current: list[tuple[KeyScope, int]]
+    failed: list[tuple[str, int, str]]
+
+
+def is_of_prefix(core: SaverCore, pk: str) -> bool:
+    """Whether a partition holds a thread or tenant of this prefix (not a nested one)."""
+    return core.layout.owns_pk(pk) or pk.startswith(core.layout.tenants_pk_prefix())
+
+
+def scope_of(core: SaverCore, item: Mapping[str, Any]) -> KeyScope | None:
+    """Whose key a scanned key item is, or None if its thread or tenant attribute does
+    not name the partition it sits in (it was moved or altered).
+
+    The encryption context is still rebuilt from where the item was found.
+    """
+    pk = schema.pk_of(item)
+    thread, tenant = schema.text(item, schema.THREAD), schema.text(item, schema.TENANT)
+    if thread is not None and core.layout.pk(thread) == pk:
+        return KeyScope.thread(thread)
+    if tenant is not None and core.layout.tenant_pk(tenant) == pk:
+        return KeyScope.tenant(tenant)
+    return None
+
+
+def rewrap(core: SaverCore, ring: KeyRing, scope: KeyScope, stored: KeyItem) -> Flow[bool]:
+    """Store ``stored``'s data key wrapped under the ring's current key.
+
+    Returns:
+        False if it already was, or the item changed (or was shredded) meanwhile.
+    """
+    if stored.kek == ring.wrapping_key:
+        return False
+    context = scope.context(core, stored.version)
+    if isinstance(ring, KmsKeyRing):
+        new = yield from ring.rewrap(stored.wrapped, context, key_id=stored.key_id, kek=stored.kek)
+    else:
+        new = ring.rewrap(stored.wrapped, context, key_id=stored.key_id, kek=stored.kek)
+    sk = schema.key_sk(stored.version)
+    request = RewrapKey(
+        core.table, scope.pk(core), sk, stored.wrapped, new, ring.wrapping_key, core.now_ms()
+    )
+    return bool((yield from perform(request)))
+
+
+def rekey(core: SaverCore, ring: KeyRing, *, dry_run: bool = False) -> Flow[Rekeyed]:
+    """Re-wrap every data key item of this prefix (threads and tenants) under the
+    ring's current key; the data keys, and so everything sealed, stay the same.
+
+    A key item that cannot be re-wrapped (moved or altered, an unknown KMS key, access
+    denied: a typed error) is reported and left as it is; the others go on.
+    """
+    items = yield from read_all(ScanKeyItems(core.table, core.layout.prefix))
+    done = Rekeyed([], [], [])
+    for item in sorted(items, key=lambda i: (schema.pk_of(i), i[schema.SK]["S"])):
+        pk = schema.pk_of(item)
+        if not is_of_prefix(core, pk):
+            continue
+        version = int(item.get(schema.KEY_VERSION, {}).get("N", 0))
+        scope = scope_of(core, item)
+        if scope is None:
+            why = "its thread or tenant attribute does not name its partition (moved or altered)"
+            done.failed.append((f"partition {pk!r}", version, why))
+            continue
+        try:
+            stored = parse_key_item(item, scope)
+            if stored.kek == ring.wrapping_key:
+                done.current.append((scope, stored.version))
+            elif dry_run or (yield from rewrap(core, ring, scope, stored)):
+                done.rewrapped.append((scope, stored.version))
+            else:
+                done.failed.append((scope.describe(), version, "changed while it was re-wrapped"))
+        except S3SaverError as exc:
+            done.failed.append((scope.describe(), version, str(exc)))
+    return done

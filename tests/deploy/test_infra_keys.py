@@ -1,0 +1,175 @@
+"""infra/storage.yaml's grant for client-side encryption keys, against the saver's real
+KMS calls.
+
+A stack is deployed with ``ClientSideKeyArn`` (a moto KMS key). The saver creates,
+reads, re-reads in a cold container and shreds data keys of a thread and a tenant
+through that stack (``core.datakeys`` on a ``KmsKeyRing``); every AWS call it makes is
+turned into the IAM requests AWS would authorise (``infra_policy.iam_requests``) and
+evaluated against the deployed runtime policy. The policy must allow all of them and
+refuse the same KMS requests for another prefix, with an encryption context that
+names no thread or tenant or carries other pairs, or on another key; and a stack
+without ``ClientSideKeyArn`` grants none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.deploy.infra_policy import Arns, IamRequest, allowed, iam_requests
+from tests.deploy.test_infra import (
+    REGION,
+    RUNTIME_ACTIONS,
+    STORAGE,
+    Recorder,
+    Stack,
+    aws,
+    deploy,
+    load_template,
+    policy_documents,
+)
+
+__all__ = ["aws"]  # the module's moto fixture, shared with test_infra.py
+
+KMS_ACTIONS = {"kms:GenerateDataKey", "kms:Decrypt"}
+
+
+@dataclass
+class KeyTraffic:
+    stack: Stack
+    key: str
+    recorder: Recorder
+
+    def requests(self) -> list[IamRequest]:
+        arns = Arns(REGION, self.stack.account)
+        return [
+            request
+            for service, op, params, _ in self.recorder.calls
+            for request in iam_requests(service, op, params, arns)
+        ]
+
+    def kms(self) -> list[IamRequest]:
+        return [r for r in self.requests() if r.action.startswith("kms:")]
+
+
+def use_keys(stack: Stack, key: str, recorder: Recorder) -> None:
+    """Create, read, cold-read and shred a thread's and a tenant's data keys."""
+    from langgraph_s3 import S3Saver
+    from langgraph_s3.core import datakeys
+    from langgraph_s3.core.datakeys import KeyScope
+    from langgraph_s3.sealing.kms import KmsKeyRing
+
+    clients = {name: boto3.client(name, region_name=REGION) for name in ("s3", "dynamodb", "kms")}
+    for client in clients.values():
+        recorder.attach(client)
+    saver = S3Saver(
+        bucket=stack.bucket, table=stack.table, prefix=stack.prefix,
+        s3_client=clients["s3"], dynamodb_client=clients["dynamodb"], kms_client=clients["kms"],
+    )  # fmt: skip
+    for scope in (KeyScope.thread("customer-42"), KeyScope.tenant("acme")):
+        made = saver.run(datakeys.key_for(saver, KmsKeyRing(key), scope))  # GenerateDataKey
+        cold = saver.run(datakeys.key_for(saver, KmsKeyRing(key), scope))  # Decrypt
+        assert cold == made
+        assert saver.run(datakeys.version(saver, scope, 1)) is not None
+        assert saver.run(datakeys.shred(saver, KmsKeyRing(key), scope)) == 1
+
+
+@pytest.fixture(scope="module")
+def key_traffic(aws: None) -> KeyTraffic:
+    key = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
+    stack = deploy("checkpoints-keys", {"Prefix": "keys/", "ClientSideKeyArn": key})
+    recorder = Recorder()
+    use_keys(stack, key, recorder)
+    return KeyTraffic(stack, key, recorder)
+
+
+def test_the_runtime_policy_allows_every_call_of_the_key_flows(key_traffic: KeyTraffic) -> None:
+    runtime = [key_traffic.stack.policies["PolicyArn"]]
+    requests = key_traffic.requests()
+    assert {r.action for r in key_traffic.kms()} == KMS_ACTIONS
+    for request in requests:
+        assert allowed(runtime, request), request
+    context = key_traffic.kms()[0].context
+    assert context["kms:EncryptionContext:prefix"] == ("keys/",)
+    assert context["kms:EncryptionContext:thread"] == ("customer-42",)
+
+
+def test_the_grant_adds_exactly_the_two_kms_actions(key_traffic: KeyTraffic) -> None:
+    granted: set[str] = set()
+    for statement in key_traffic.stack.policies["PolicyArn"]["Statement"]:
+        action = statement["Action"]
+        granted.update(action if isinstance(action, list) else [action])
+    assert granted == RUNTIME_ACTIONS | KMS_ACTIONS
+    (statement,) = [
+        s
+        for s in key_traffic.stack.policies["PolicyArn"]["Statement"]
+        if s["Sid"] == "DataKeysOfThisPrefix"
+    ]
+    assert statement["Resource"] == key_traffic.key
+
+
+def _with_context(request: IamRequest, context: dict[str, str]) -> IamRequest:
+    keys = {f"kms:EncryptionContext:{k}": (v,) for k, v in context.items()}
+    keys["kms:EncryptionContextKeys"] = tuple(context)
+    return replace(request, context=keys)
+
+
+@pytest.mark.parametrize(
+    ("what", "context"),
+    [
+        ("another prefix", {"prefix": "other-app/", "thread": "customer-42", "key-version": "1"}),
+        ("no prefix", {"thread": "customer-42", "key-version": "1"}),
+        ("no thread or tenant", {"prefix": "keys/", "key-version": "1"}),
+        ("another pair", {"prefix": "keys/", "thread": "t", "key-version": "1", "x": "y"}),
+    ],
+)
+def test_the_grant_refuses_other_encryption_contexts(
+    key_traffic: KeyTraffic, what: str, context: dict[str, str]
+) -> None:
+    runtime = [key_traffic.stack.policies["PolicyArn"]]
+    for request in key_traffic.kms():
+        assert not allowed(runtime, _with_context(request, context)), (what, request)
+
+
+def test_the_grant_is_for_the_configured_key_only(key_traffic: KeyTraffic) -> None:
+    runtime = [key_traffic.stack.policies["PolicyArn"]]
+    other = key_traffic.key.rsplit("/", 1)[0] + "/11111111-2222-3333-4444-555555555555"
+    for request in key_traffic.kms():
+        assert not allowed(runtime, replace(request, resource=other)), request
+
+
+def test_a_stack_without_a_client_side_key_grants_no_data_keys(key_traffic: KeyTraffic) -> None:
+    refs: dict[str, Any] = {
+        "Prefix": "keys/",
+        "Bucket": "b",
+        "Bucket.Arn": "arn:aws:s3:::b",
+        "Table.Arn": f"arn:aws:dynamodb:{REGION}:123456789012:table/t",
+        "AWS::Region": REGION,
+        "KmsKeyArn": key_traffic.key,  # server-side encryption with the same key
+        "ClientSideKeyArn": "",
+    }
+    runtime = [policy_documents(load_template(STORAGE), refs, has_kms=True)["CheckpointPolicy"]]
+    for request in key_traffic.kms():
+        # The server-side statements name the key too, but only through S3 or DynamoDB.
+        assert not allowed(runtime, request), request
+
+
+def test_an_empty_prefix_grants_contexts_without_a_prefix(key_traffic: KeyTraffic) -> None:
+    refs: dict[str, Any] = {
+        "Prefix": "",
+        "Bucket": "b",
+        "Bucket.Arn": "arn:aws:s3:::b",
+        "Table.Arn": f"arn:aws:dynamodb:{REGION}:123456789012:table/t",
+        "AWS::Region": REGION,
+        "KmsKeyArn": "",
+        "ClientSideKeyArn": key_traffic.key,
+    }
+    runtime = [policy_documents(load_template(STORAGE), refs, has_kms=False)["CheckpointPolicy"]]
+    request = key_traffic.kms()[0]
+    bare = {"thread": "customer-42", "key-version": "1"}
+    assert allowed(runtime, _with_context(request, bare))
+    assert not allowed(runtime, _with_context(request, {**bare, "prefix": "keys/"}))
+    assert not allowed(runtime, _with_context(request, {"key-version": "1"}))
