@@ -17,7 +17,7 @@ import pytest
 from langgraph_s3 import codec
 from langgraph_s3.core import SaverCore, collect, lists, schema
 from langgraph_s3.core.collect import STATE_KEY, GcReport, collect_flow
-from langgraph_s3.core.index import BatchWrite, ScanSegment
+from langgraph_s3.core.index import BatchWrite, Page, Query, ScanSegment
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.operations import ListPage, S3Delete, S3Get, S3List, S3Put
 from tests.core.canned import T0, Stored, checkpoint, config, make_core, page, store, store_writes
@@ -89,7 +89,7 @@ class Storage:
     def add(self, *stored: Stored, modified: float = T0, committed: bool = True) -> None:
         """What puts wrote: their objects and (unless ``committed=False``) items."""
         for s in stored:
-            for item in (s.item, s.head) if committed else ():
+            for item in (s.item, s.head, *s.key_items) if committed else ():
                 if item:
                     self.items[item[schema.PK]["S"], item[schema.SK]["S"]] = item
             for key, body in s.objects.items():
@@ -130,6 +130,18 @@ class Storage:
         return report
 
     def answer(self, op: Any) -> Any:
+        if isinstance(op, Query):  # with encryption=: a thread's data key item
+            assert op.prefix == schema.KEY_SK_PREFIX and op.newest_first, op
+            keys = sorted(
+                (
+                    i
+                    for (pk, sk), i in self.items.items()
+                    if pk == op.pk and sk.startswith(op.prefix)
+                ),
+                key=lambda i: i[schema.SK]["S"],
+                reverse=True,
+            )
+            return Page(keys[: op.limit], None)
         if isinstance(op, ScanSegment):
             ours = sorted(
                 (i for (pk, _), i in self.items.items() if pk.startswith(op.prefix)),
@@ -673,10 +685,11 @@ def test_with_encryption_the_collector_opens_with_the_keys_or_spares_the_thread(
     w1 = store_writes(config("t1", "c1"), [("out", HUGE)], "task", core=sealed_writer(enc))
     storage.add(c1, w1)
     storage.objects[garbage()] = (b"junk", T0)
-    # Without the thread's key: nothing of its folder goes, and the run says why.
-    storage.encryption = Encryption(enc.ring)
+    # Without the thread's key (a ring that does not unwrap it): nothing of its
+    # folder goes, and the run says why.
+    storage.encryption = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
     report = storage.run(tmp_path, at=T0 + DAY, grace=0)
-    assert garbage() in storage.objects and "no data key" in report.errors[0]
+    assert garbage() in storage.objects and "does not unwrap" in report.errors[0]
     storage.encryption = enc
     report = storage.run(tmp_path, at=T0 + DAY, grace=0)
     assert not report.errors and garbage() not in storage.objects

@@ -5,13 +5,16 @@ read back by the real read flows, in memory."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
 
 from langgraph_s3 import codec
 from langgraph_s3.core import read, schema, sealed, threads
-from langgraph_s3.core.sealed import Encryption, as_encryption, key_of, thread_key
+from langgraph_s3.core.datakeys import thread_key
+from langgraph_s3.core.index import PutNew, Query
+from langgraph_s3.core.sealed import Encryption, as_encryption, key_of
 from langgraph_s3.errors import (
     DataKeyError,
     InvalidConfigError,
@@ -47,20 +50,43 @@ def test_the_option_takes_a_ring_or_an_encryption_and_nothing_else() -> None:
 
 def test_a_writer_creates_the_key_once_and_a_reader_never_does() -> None:
     core = sealed_core()
-    assert Script(thread_key(core, "t1")).returns() is None
+    reader = Script(thread_key(core, "t1"))
+    reader.expect(Query, page([]))  # the thread's key item: none
+    assert reader.returns() is None
     with pytest.raises(DataKeyError, match="no data key"):
         key_of(core, "t1")
-    key = Script(thread_key(core, "t1", create=True)).returns()
+    writer = Script(thread_key(core, "t1", create=True))
+    writer.expect(Query, page([]))
+    put = writer.expect(PutNew, True)
+    key = writer.returns()
     assert key is not None and key_of(core, "t1") is key
+    assert put.item[schema.SK] == {"S": schema.key_sk(1)}
+    # Loaded: the next supersteps ask nothing, until key_ttl has passed.
     assert Script(thread_key(core, "t1", create=True)).returns() is key
     assert Script(thread_key(make_core(), "t1", create=True)).returns() is None
+
+
+def test_a_loaded_key_is_read_again_after_key_ttl() -> None:
+    core = sealed_core(Encryption(ring(), key_ttl=0.001))
+    first = Script(thread_key(core, "t1", create=True))
+    first.expect(Query, page([]))
+    item = first.expect(PutNew, True).item
+    key = first.returns()
+    time.sleep(0.002)
+    again = Script(thread_key(core, "t1"))
+    again.expect(Query, page([item]))
+    assert again.returns() == key
+    with pytest.raises(InvalidConfigError, match="key_ttl"):
+        Encryption(ring(), key_ttl=0)
 
 
 def test_a_kms_ring_generates_the_key_with_one_request() -> None:
     core = sealed_core(Encryption(KmsKeyRing(ARN)))
     script = Script(thread_key(core, "t1", create=True))
+    script.expect(Query, page([]))
     op = script.expect(KmsGenerateDataKey, GeneratedKey(b"k" * 32, b"wrapped", ARN))
-    assert dict(op.context) == {"prefix": "", "thread": "t1"}
+    assert dict(op.context) == {"thread": "t1", "key-version": "1"}
+    script.expect(PutNew, True)
     assert script.returns() is key_of(core, "t1")
 
 
@@ -76,9 +102,17 @@ def world(objects: dict[str, bytes], items: list[dict[str, Any]]) -> Any:
             objects[op.key] = op.body
             return None
         assert isinstance(op, IndexRequest), op
-        if op.method == "query":
-            pk = op.params["ExpressionAttributeValues"][":pk"]["S"]
-            return page(sorted((i for i in items if i[schema.PK]["S"] == pk), key=_sk))
+        if isinstance(op, PutNew):
+            items.append(dict(op.item))
+            return True
+        if isinstance(op, Query):
+            pk = op.pk
+            found = sorted((i for i in items if i[schema.PK]["S"] == pk), key=_sk)
+            if op.prefix is not None:
+                found = [i for i in found if _sk(i).startswith(op.prefix)]
+            if op.newest_first:
+                found.reverse()
+            return page(found[: op.limit] if op.limit else found)
         assert op.method == "batch_write_item", op
         items.extend(r["PutRequest"]["Item"] for r in op.params["RequestItems"]["t"])
         return []
@@ -128,7 +162,7 @@ def test_plaintext_is_refused_and_a_plain_core_cannot_read_sealed_data() -> None
     plain = make_core()
     c1 = store(config(), checkpoint("c1", {"x": 1}), core=plain)
     core = sealed_core()
-    Script(thread_key(core, "t1", create=True)).returns()
+    Script(thread_key(core, "t1", create=True)).drain(world({}, []))
     flow = read.get_tuple(core, config(cid="c1"))
     with pytest.raises(PlaintextObjectError, match="without encryption"):
         Script(flow).drain(world({}, [c1.item]))

@@ -5,8 +5,9 @@ The graph stores, in a few steps: small values (bodies kept in the index), a bod
 too large for the index (in S3), values in loose blobs, chunks in packs, a value of
 more than 64 chunks (a chunk list), pending writes kept in the index and one large
 enough for a blob, and the special writes of an interrupt and of an error. Each test
-runs it, reads it back through fresh savers sharing the :class:`Encryption` (the
-placeholder key store, ``core/sealed.py``), and compares with ``InMemorySaver``.
+runs it, reads it back through fresh savers with a fresh :class:`Encryption` over
+the same key ring (a cold container: the thread's key comes from its key item), and
+compares with ``InMemorySaver``.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def test_every_kind_of_data_round_trips_sealed(
     graph = build(inproc_backend.saver(encryption=enc, index_inline_limit=inline_limit))
     run_graph(graph, "t")
     history, state = reference
-    fresh = build(inproc_backend.saver(encryption=enc))
+    fresh = build(inproc_backend.saver(encryption=Encryption(enc.ring)))
     assert summary(fresh, "t") == history
     assert values(fresh, "t") == state
     assert_all_sealed(inproc_backend)
@@ -135,15 +136,19 @@ def test_pending_writes_of_an_error_and_a_large_write_round_trip(inproc_backend:
     large = os.urandom(50_000)
     saver.put_writes(config, [("doc", large), ("log", ["x"])], "task-1")
     saver.put_writes(config, [("__error__", "boom")], "task-2")
-    got = inproc_backend.saver(encryption=enc).get_tuple(config)
+    got = inproc_backend.saver(encryption=Encryption(enc.ring)).get_tuple(config)
     assert got is not None
     assert sorted((t, c, v) for t, c, v in got.pending_writes) == [
         ("task-1", "doc", large),
         ("task-1", "log", ["x"]),
         ("task-2", "__error__", "boom"),
     ]
-    assert list(inproc_backend.saver(encryption=enc).list(None, filter={"step": 1}))
-    assert not list(inproc_backend.saver(encryption=enc).list(None, filter={"step": 2}))
+    assert list(
+        inproc_backend.saver(encryption=Encryption(enc.ring)).list(None, filter={"step": 1})
+    )
+    assert not list(
+        inproc_backend.saver(encryption=Encryption(enc.ring)).list(None, filter={"step": 2})
+    )
 
 
 def _checkpoint() -> Any:
@@ -160,14 +165,14 @@ def test_copy_reseals_for_the_target_and_gc_keeps_both(
     run_graph(build(saver), "src")
     saver.copy_thread("src", "dst")
     history, state = reference
-    assert summary(build(inproc_backend.saver(encryption=enc)), "dst") == history
-    report = collect(inproc_backend.saver(encryption=enc), grace=0)
+    assert summary(build(inproc_backend.saver(encryption=Encryption(enc.ring))), "dst") == history
+    report = collect(inproc_backend.saver(encryption=Encryption(enc.ring)), grace=0)
     assert not report.errors
     saver.delete_thread("src")  # the copy depends on nothing of the source
-    collect(inproc_backend.saver(encryption=enc), grace=0)
-    report = collect(inproc_backend.saver(encryption=enc), grace=0)
+    collect(inproc_backend.saver(encryption=Encryption(enc.ring)), grace=0)
+    report = collect(inproc_backend.saver(encryption=Encryption(enc.ring)), grace=0)
     assert not report.errors and report.objects_deleted == 0
-    fresh = build(inproc_backend.saver(encryption=enc))
+    fresh = build(inproc_backend.saver(encryption=Encryption(enc.ring)))
     assert summary(fresh, "dst") == history
     assert values(fresh, "dst") == state
     assert_all_sealed(inproc_backend, packs=False)  # a copy stores loose blobs
@@ -182,7 +187,7 @@ def test_stats_and_prune_read_sealed_threads(inproc_backend: Backend, reference:
     figures = saver.run(thread_figures(saver, "t"))
     assert figures["checkpoints"] == len(reference[0])
     saver.prune(["t"], strategy="keep_latest")
-    assert values(build(inproc_backend.saver(encryption=enc)), "t") == reference[1]
+    assert values(build(inproc_backend.saver(encryption=Encryption(enc.ring))), "t") == reference[1]
 
 
 def test_async_saver_round_trips_sealed(server_backend: Backend, reference: Any) -> None:
@@ -231,3 +236,24 @@ def test_plain_threads_move_into_sealed_storage_with_copy_threads(
     copy_threads(plain, inproc_backend.saver(prefix="new/", encryption=enc))
     fresh = build(inproc_backend.saver(prefix="new/", encryption=enc))
     assert (summary(fresh, "t"), values(fresh, "t")) == reference
+
+
+def test_a_thread_deleted_and_written_again_is_sealed_under_a_new_key(
+    inproc_backend: Backend,
+) -> None:
+    """delete_thread shreds the thread's key item; the same saver must not go on
+    sealing with the key it still had loaded, or a cold reader could open nothing."""
+    from langgraph_s3.core import datakeys
+    from langgraph_s3.core.datakeys import KeyScope
+
+    enc = encryption()
+    saver = inproc_backend.saver(encryption=enc)
+    run_graph(build(saver), "t")
+    first = saver.run(datakeys.current(saver, KeyScope.thread("t")))
+    saver.delete_thread("t")
+    assert saver.run(datakeys.current(saver, KeyScope.thread("t"))) is None
+    run_graph(build(saver), "t")
+    second = saver.run(datakeys.current(saver, KeyScope.thread("t")))
+    assert second is not None and first is not None and second.wrapped != first.wrapped
+    cold = build(inproc_backend.saver(encryption=Encryption(enc.ring)))
+    assert values(cold, "t") == values(build(saver), "t")

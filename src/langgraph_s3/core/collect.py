@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import lists
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Envelope, Listed, Record
 from langgraph_s3.core.inventory import (
     last_activity_ms,
@@ -63,7 +64,7 @@ from langgraph_s3.core.schema import (
     written_ms,
 )
 from langgraph_s3.core.scratch import Scratch
-from langgraph_s3.core.sealed import open_writes, thread_key
+from langgraph_s3.core.sealed import open_writes
 from langgraph_s3.errors import DataKeyError, InvalidConfigError, MissingObjectError, ObjectError
 from langgraph_s3.keys import THREAD_OBJECT, decode_segment
 from langgraph_s3.operations import Flow, S3Put
@@ -207,8 +208,14 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
                 yield from delete_items(run.core, keys_of(items))
         else:
             # With encryption the collector opens bodies, records and chunk lists to
-            # find what they reference: it needs the thread's key.
-            yield from thread_key(run.core, thread_id_of(run.core.layout, items))
+            # find what they reference: it needs the thread's key. A key it cannot
+            # load (refused, access denied) protects the thread's folder.
+            thread_id = thread_id_of(run.core.layout, items)
+            try:
+                yield from thread_key(run.core, thread_id)
+            except DataKeyError as exc:
+                _protect(run, run.core.layout.thread_prefix(thread_id), exc)
+                continue
             rows.extend(_mark_thread(run, items, orphans))
         while len(rows) >= _MARK_BATCH:  # a long history is read a batch at a time too
             yield from _mark_checkpoints(run, rows[:_MARK_BATCH])

@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 from langgraph_s3 import codec, guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed
 from langgraph_s3.core.index import (
     IDEMPOTENT_MISMATCH,
@@ -42,7 +43,6 @@ from langgraph_s3.core.index import (
 )
 from langgraph_s3.core.objects import store_chunks
 from langgraph_s3.core.schema import b, n, pk_of, s
-from langgraph_s3.core.sealed import thread_key
 from langgraph_s3.errors import (
     CheckpointConflictError,
     ClockSkewError,

@@ -23,7 +23,8 @@ read from the item.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -211,6 +212,45 @@ def shred(core: SaverCore, ring: KeyRing, scope: KeyScope) -> Flow[int]:
     yield from delete_items(core, schema.keys_of(items))
     ring.forget(scope.names(core))
     return len(items)
+
+
+# ------------------------------------------------------- the saver's thread keys
+def thread_key(core: SaverCore, thread_id: str, *, create: bool = False) -> Flow[DataKey | None]:
+    """Load the data key of ``thread_id`` for the code that seals and opens
+    (:func:`langgraph_s3.core.sealed.key_of`); None without encryption, or if the
+    thread has no key and ``create`` is false (then opening its sealed data raises
+    :class:`~langgraph_s3.errors.DataKeyError`).
+
+    A key loaded less than ``key_ttl`` ago is used as it is: a superstep costs no
+    request. Otherwise its key item is read (one ``Query``) and unwrapped (a KMS key
+    ring asks KMS unless it has it cached); ``create``, a writer's call, makes
+    version 1 if the thread has none (two writers agree on one, :func:`create`).
+    """
+    enc = core.encryption
+    if enc is None:
+        return None
+    folder = core.layout.thread_prefix(thread_id)
+    started = time.monotonic()
+    known = enc.fresh(folder, started)
+    if known is not None:
+        return known
+    scope = KeyScope.thread(thread_id)
+    if create:
+        key = yield from key_for(core, enc.ring, scope)
+    else:
+        stored = yield from current(core, scope)
+        if stored is None:
+            return None
+        key = yield from unwrap(core, enc.ring, scope, stored)
+    # Timed from before the read: a shred after it is seen within key_ttl.
+    enc.keys.put(folder, (thread_id, key, started))
+    return key
+
+
+def thread_keys(core: SaverCore, thread_ids: Sequence[str]) -> Flow[None]:
+    """Load the data keys of several threads to read them (see :func:`thread_key`)."""
+    for thread_id in dict.fromkeys(thread_ids):
+        yield from thread_key(core, thread_id)
 
 
 # ------------------------------------------------------------------- rekey

@@ -22,13 +22,14 @@ from langgraph.checkpoint.base import (
 
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, ns_value, thread_ns
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Entry, Envelope
 from langgraph_s3.core.index import Item, ListFilter, Query, ScanCheckpoints
 from langgraph_s3.core.objects import fetch_chunks, read_envelope, read_lists
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.read import latest, load, sorted_writes
 from langgraph_s3.core.schema import Row, WritesRow
-from langgraph_s3.core.sealed import open_writes, thread_key
+from langgraph_s3.core.sealed import open_writes
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.keys import check_checkpoint_id
 from langgraph_s3.operations import Emit, Flow

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import lists, schema, sealed
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Envelope, envelope_from_wire
 from langgraph_s3.core.index import Page, ScanSegment
 from langgraph_s3.core.objects import get_objects, list_keys, list_pages, object_key, read_lists
 from langgraph_s3.core.paging import thread_items
 from langgraph_s3.core.schema import Row, parse_row, pk_of
 from langgraph_s3.core.scratch import Scratch
-from langgraph_s3.core.sealed import thread_key
 from langgraph_s3.keys import Layout
 from langgraph_s3.operations import Flow, perform_all
 

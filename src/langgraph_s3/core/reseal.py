@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import lists, packs, schema, values
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Blobs, Entry, Envelope, Inline, Listed, Record
 from langgraph_s3.core.objects import fetch_chunks, read_envelopes, read_lists
 from langgraph_s3.core.schema import PK, Row, WritesRow, b, n, s
@@ -34,7 +35,6 @@ from langgraph_s3.core.sealed import (
     namer,
     open_writes,
     seal_record,
-    thread_key,
 )
 from langgraph_s3.operations import Flow, S3Put
 

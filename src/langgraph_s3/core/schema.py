@@ -139,6 +139,11 @@ def is_checkpoint_item(item: Mapping[str, Any]) -> bool:
     return DIGEST in item
 
 
+def is_key_item(item: Mapping[str, Any]) -> bool:
+    """A data key item (client-side encryption): bound to its thread, never copied."""
+    return str(item[SK]["S"]).startswith(KEY_SK_PREFIX)
+
+
 def is_writes_item(item: Mapping[str, Any]) -> bool:
     return TASK_ID in item
 

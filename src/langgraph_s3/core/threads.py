@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.core import schema, values
 from langgraph_s3.core.config import thread_value
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.history import kept_chain
 from langgraph_s3.core.index import DeleteHead, Item, Query, RunQuery, UnlinkParent
 from langgraph_s3.core.objects import delete_objects, list_keys, object_key, read_envelopes
 from langgraph_s3.core.paging import delete_items, put_items, read_all, thread_items
 from langgraph_s3.core.reseal import copied_item, copy_sealed
 from langgraph_s3.core.schema import PK, Row, pk_of, s
-from langgraph_s3.core.sealed import thread_key
 from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
 from langgraph_s3.operations import Flow, S3Copy, perform, perform_all
 
@@ -33,11 +33,19 @@ _COPY_BATCH = 256
 
 
 def delete_thread(core: SaverCore, thread_id: str) -> Flow[None]:
-    """``BaseCheckpointSaver.delete_thread``: the thread's items, then its objects."""
+    """``BaseCheckpointSaver.delete_thread``: the thread's items, then its objects.
+
+    With encryption the items include the thread's data key items: deleting them
+    shreds whatever copies of its sealed data remain (docs/security.md). This saver
+    forgets the key at once; another warm saver may use it for up to ``key_ttl``.
+    """
     thread_id = thread_value(thread_id)
     items = yield from thread_items(core, thread_id, keys_only=True)
     yield from delete_items(core, schema.keys_of(items))
     prefix = core.layout.thread_prefix(thread_id)
+    if core.encryption is not None:
+        core.encryption.forget(prefix)
+        core.encryption.ring.forget({"thread": thread_id})
     keys = yield from list_keys(core, prefix)
     yield from delete_objects(
         core, [k for k, _, _ in keys if core.layout.owns_object(thread_id, k)]
@@ -108,10 +116,12 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     if not items:
         return
     dst_pk = s(core.layout.pk(dst))
+    # Heads (and the owner item); not the data key items: the source's key is bound
+    # to the source thread, and the copy is sealed under a key of its own.
     heads = [
         {**i, PK: dst_pk, schema.THREAD: s(dst)}
         for i in items
-        if not schema.is_checkpoint_item(i) and not schema.is_writes_item(i)
+        if not (schema.is_checkpoint_item(i) or schema.is_writes_item(i) or schema.is_key_item(i))
     ]
     if core.encryption is not None:
         # Everything is bound to its thread: re-sealed for the target (core/reseal.py).

@@ -19,10 +19,11 @@ from langgraph_s3 import codec
 from langgraph_s3.core import lists
 from langgraph_s3.core.commit import check_owner, ownership_parts
 from langgraph_s3.core.config import WRITE_INLINE_THRESHOLD, checkpoint_id_of, thread_ns
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Inline, Record
 from langgraph_s3.core.index import Transact, WritesUpdate, writes_updates
 from langgraph_s3.core.objects import store_chunks
-from langgraph_s3.core.sealed import seal_record, thread_key
+from langgraph_s3.core.sealed import seal_record
 from langgraph_s3.core.values import encode_value, remember_value, writes_value
 from langgraph_s3.errors import InvalidConfigError, S3SaverError
 from langgraph_s3.operations import Flow, perform
