@@ -141,33 +141,31 @@ def test_the_grant_is_for_the_configured_key_only(key_traffic: KeyTraffic) -> No
         assert not allowed(runtime, replace(request, resource=other)), request
 
 
-def test_a_stack_without_a_client_side_key_grants_no_data_keys(key_traffic: KeyTraffic) -> None:
+def runtime_policy(prefix: str, kms_key: str, client_side_key: str) -> list[dict[str, Any]]:
+    """The template's runtime policy for these parameters, resolved like CloudFormation."""
     refs: dict[str, Any] = {
-        "Prefix": "keys/",
+        "Prefix": prefix,
         "Bucket": "b",
         "Bucket.Arn": "arn:aws:s3:::b",
         "Table.Arn": f"arn:aws:dynamodb:{REGION}:123456789012:table/t",
         "AWS::Region": REGION,
-        "KmsKeyArn": key_traffic.key,  # server-side encryption with the same key
-        "ClientSideKeyArn": "",
+        "KmsKeyArn": kms_key,
+        "ClientSideKeyArn": client_side_key,
     }
-    runtime = [policy_documents(load_template(STORAGE), refs, has_kms=True)["CheckpointPolicy"]]
+    docs = policy_documents(load_template(STORAGE), refs, has_kms=bool(kms_key))
+    return [docs["CheckpointPolicy"]]
+
+
+def test_a_stack_without_a_client_side_key_grants_no_data_keys(key_traffic: KeyTraffic) -> None:
+    # Server-side encryption with the same key, and no ClientSideKeyArn.
+    runtime = runtime_policy("keys/", kms_key=key_traffic.key, client_side_key="")
     for request in key_traffic.kms():
         # The server-side statements name the key too, but only through S3 or DynamoDB.
         assert not allowed(runtime, request), request
 
 
 def test_an_empty_prefix_grants_contexts_without_a_prefix(key_traffic: KeyTraffic) -> None:
-    refs: dict[str, Any] = {
-        "Prefix": "",
-        "Bucket": "b",
-        "Bucket.Arn": "arn:aws:s3:::b",
-        "Table.Arn": f"arn:aws:dynamodb:{REGION}:123456789012:table/t",
-        "AWS::Region": REGION,
-        "KmsKeyArn": "",
-        "ClientSideKeyArn": key_traffic.key,
-    }
-    runtime = [policy_documents(load_template(STORAGE), refs, has_kms=False)["CheckpointPolicy"]]
+    runtime = runtime_policy("", kms_key="", client_side_key=key_traffic.key)
     request = key_traffic.kms()[0]
     bare = {"thread": "customer-42", "key-version": "1"}
     assert allowed(runtime, _with_context(request, bare))

@@ -39,6 +39,10 @@ def _text(value: str) -> bytes:
     return _LENGTH.pack(len(raw)) + raw
 
 
+def _texts(*values: str) -> bytes:
+    return b"".join(_text(v) for v in values)
+
+
 def _bytes(value: bytes) -> bytes:
     return _LENGTH.pack(len(value)) + value
 
@@ -62,13 +66,7 @@ class BodyPlace:
 
     def encode(self) -> bytes:
         """The canonical bytes of this place."""
-        return (
-            self.kind
-            + _text(self.prefix)
-            + _text(self.thread)
-            + _text(self.ns)
-            + _text(self.checkpoint_id)
-        )
+        return self.kind + _texts(self.prefix, self.thread, self.ns, self.checkpoint_id)
 
     def describe(self) -> str:
         """The place in words, for error messages (ids only, never content)."""
@@ -103,15 +101,8 @@ class WritePlace:
 
     def encode(self) -> bytes:
         """The canonical bytes of this place."""
-        return (
-            self.kind
-            + _text(self.prefix)
-            + _text(self.thread)
-            + _text(self.ns)
-            + _text(self.checkpoint_id)
-            + _text(self.task_id)
-            + _INDEX.pack(self.index)
-        )
+        ids = _texts(self.prefix, self.thread, self.ns, self.checkpoint_id, self.task_id)
+        return self.kind + ids + _INDEX.pack(self.index)
 
     def describe(self) -> str:
         """The place in words, for error messages (ids only, never content)."""
