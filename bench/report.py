@@ -440,6 +440,9 @@ class Report:
                     ]
                     dollars = 0.0 if op in prices.S3_FREE else row["n"] * per_1k / 1000
                     units = "-"
+                elif service == "kms":
+                    dollars = row["n"] * prices.PRICES["kms_per_10k"] / 10_000
+                    units = "-"
                 else:
                     dollars = (
                         row.get("wru", 0) * prices.PRICES["ddb_wru_per_million"]
