@@ -28,7 +28,7 @@ from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_threa
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.errors import MissingDependencyError
-from langgraph_s3.operations import Flow, Sleep, T, WaitUpload
+from langgraph_s3.operations import WAITS, Flow, Sleep, T
 from langgraph_s3.tracing import Call, Stats, span
 from langgraph_s3.transport import DYNAMODB, S3
 
@@ -223,7 +223,7 @@ class AsyncS3Saver(Driver):
         if isinstance(op, Sleep):
             await asyncio.sleep(op.seconds)
             return None
-        if isinstance(op, WaitUpload):
+        if isinstance(op, WAITS):
             return await asyncio.wrap_future(op.pending)
         exchange = Exchange(self, op, self.endpoint_url, stats)
         try:
@@ -237,7 +237,7 @@ class AsyncS3Saver(Driver):
         return exchange.done(response)
 
     async def _bounded(self, op: Any, stats: Stats | None) -> Any:
-        if isinstance(op, WaitUpload):
+        if isinstance(op, WAITS):
             # A wait holds no request slot: the upload it waits for may need one.
             return await self._perform(op, stats)
         if self._sem is None:

@@ -73,6 +73,20 @@ class WaitUpload(Request[bool]):
 
 
 @dataclass(frozen=True)
+class WaitKey(Request[bool]):
+    """Wait for another flow's load of the data key of the thread stored under
+    ``folder`` (client-side encryption). Result: ``True`` if it loaded one."""
+
+    folder: str
+    pending: Future[bool] = field(compare=False, repr=False)
+
+
+#: Operations that wait for another flow's work: drivers wait for ``pending`` on the
+#: calling thread or the event loop, never on a worker the other flow may need.
+WAITS = (WaitUpload, WaitKey)
+
+
+@dataclass(frozen=True)
 class ListPage:
     """One page of an S3 listing."""
 
@@ -230,6 +244,7 @@ Op = (
     | Sleep
     | CreateBucket
     | WaitUpload
+    | WaitKey
     | KmsGenerateDataKey
     | KmsDecrypt
     | KmsReEncrypt

@@ -28,7 +28,7 @@ from langgraph_s3.core.setup import setup
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
-from langgraph_s3.operations import Flow, Sleep, T, WaitUpload
+from langgraph_s3.operations import WAITS, Flow, Sleep, T
 from langgraph_s3.tracing import Call, Stats, span
 from langgraph_s3.transport import DYNAMODB, KMS, S3, translate_transport
 
@@ -177,7 +177,7 @@ class S3Saver(Driver):
         if isinstance(op, Sleep):
             time.sleep(op.seconds)
             return None
-        if isinstance(op, WaitUpload):
+        if isinstance(op, WAITS):
             return op.pending.result()
         exchange = Exchange(self, op, self.endpoint_url, stats)
         try:
@@ -200,11 +200,11 @@ class S3Saver(Driver):
         futures = {
             i: pool.submit(self._perform, op, stats)
             for i, op in enumerate(ops)
-            if not isinstance(op, WaitUpload)
+            if not isinstance(op, WAITS)
         }
         results: list[Any] = [None] * len(ops)
         for i, op in enumerate(ops):
-            if isinstance(op, WaitUpload):
+            if isinstance(op, WAITS):
                 results[i] = self._perform(op)
         for i, fut in futures.items():
             results[i] = fut.result()

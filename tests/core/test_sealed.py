@@ -21,7 +21,14 @@ from langgraph_s3.errors import (
     PlaintextObjectError,
     SealedObjectError,
 )
-from langgraph_s3.operations import GeneratedKey, IndexRequest, KmsGenerateDataKey, S3Get, S3Put
+from langgraph_s3.operations import (
+    GeneratedKey,
+    IndexRequest,
+    KmsGenerateDataKey,
+    S3Get,
+    S3Put,
+    WaitKey,
+)
 from langgraph_s3.sealing import StaticKeyRing
 from langgraph_s3.sealing.kms import KmsKeyRing
 from tests.core.canned import checkpoint, config, make_core, page, store, store_writes
@@ -197,3 +204,33 @@ def test_a_pack_of_sealed_frames_still_cuts_into_frames() -> None:
     assert len(frames) >= 3 and all(f.startswith(b"LGSE") for f in frames)
     with pytest.raises(codec.CorruptObjectError, match="truncated"):
         codec.frames(c1.objects[pack][:-1], key=pack)
+
+
+def test_calls_that_start_a_thread_at_once_load_its_key_once() -> None:
+    """LangGraph's first superstep stores a checkpoint and pending writes at once:
+    the second call waits for the first one's key instead of creating another."""
+    core = sealed_core()
+    first = Script(thread_key(core, "t1", create=True))
+    second = Script(thread_key(core, "t1", create=True))
+    first.expect(Query, page([]))
+    wait = second.pending
+    assert isinstance(wait, WaitKey) and not wait.pending.done()
+    first.expect(PutNew, True)
+    key = first.returns()
+    assert wait.pending.result() is True
+    second.step(True)
+    assert second.returns() is key
+
+
+def test_a_waiter_loads_the_key_itself_when_the_first_call_found_none() -> None:
+    core = sealed_core()
+    reader = Script(thread_key(core, "t1"))
+    writer = Script(thread_key(core, "t1", create=True))
+    reader.expect(Query, page([]))
+    wait = writer.pending
+    assert isinstance(wait, WaitKey)
+    assert reader.returns() is None and wait.pending.result() is False
+    writer.step(False)
+    writer.expect(Query, page([]))
+    writer.expect(PutNew, True)
+    assert writer.returns() is key_of(core, "t1")

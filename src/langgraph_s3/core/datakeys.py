@@ -32,7 +32,7 @@ from langgraph_s3.core import schema
 from langgraph_s3.core.index import Item, PutNew, Query, RewrapKey, ScanKeyItems
 from langgraph_s3.core.paging import delete_items, read_all
 from langgraph_s3.errors import DataKeyError, S3SaverError
-from langgraph_s3.operations import Flow, perform
+from langgraph_s3.operations import Flow, WaitKey, perform
 from langgraph_s3.sealing.cipher import DataKey
 from langgraph_s3.sealing.kms import KmsKeyRing
 from langgraph_s3.sealing.ring import StaticKeyRing
@@ -230,21 +230,35 @@ def thread_key(core: SaverCore, thread_id: str, *, create: bool = False) -> Flow
     if enc is None:
         return None
     folder = core.layout.thread_prefix(thread_id)
-    started = time.monotonic()
-    known = enc.fresh(folder, started)
-    if known is not None:
-        return known
-    scope = KeyScope.thread(thread_id)
-    if create:
-        key = yield from key_for(core, enc.ring, scope)
-    else:
-        stored = yield from current(core, scope)
-        if stored is None:
-            return None
-        key = yield from unwrap(core, enc.ring, scope, stored)
-    # Timed from before the read: a shred after it is seen within key_ttl.
-    enc.keys.put(folder, (thread_id, key, started))
+    while True:
+        started = time.monotonic()
+        known = enc.fresh(folder, started)
+        if known is not None:
+            return known
+        # One load per thread at a time: LangGraph starts a new thread with several
+        # calls at once, and each would otherwise create (and pay for) a key.
+        pending, mine = enc.claim(folder)
+        if mine:
+            break
+        yield WaitKey(folder, pending)
+    key: DataKey | None = None
+    try:
+        key = yield from _load(core, enc.ring, KeyScope.thread(thread_id), create)
+        if key is not None:
+            # Timed from before the read: a shred after it is seen within key_ttl.
+            enc.keys.put(folder, (thread_id, key, started))
+    finally:
+        enc.finish(folder, pending, key is not None)
     return key
+
+
+def _load(core: SaverCore, ring: KeyRing, scope: KeyScope, create: bool) -> Flow[DataKey | None]:
+    if create:
+        return (yield from key_for(core, ring, scope))
+    stored = yield from current(core, scope)
+    if stored is None:
+        return None
+    return (yield from unwrap(core, ring, scope, stored))
 
 
 def thread_keys(core: SaverCore, thread_ids: Sequence[str]) -> Flow[None]:

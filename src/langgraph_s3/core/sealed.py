@@ -37,7 +37,9 @@ Theory of operation:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -89,6 +91,29 @@ class Encryption:
     keys: LRU[str, tuple[str, DataKey, float]] = field(
         default_factory=lambda: LRU(100_000), repr=False, compare=False
     )
+
+    #: Loads in progress: thread folder -> done (True: a key was loaded). A call that
+    #: finds one waits for it (``WaitKey``) instead of loading the same key again.
+    loading: dict[str, Future[bool]] = field(default_factory=dict, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def claim(self, folder: str) -> tuple[Future[bool], bool]:
+        """The load in progress for ``folder`` and False, or a new one and True (the
+        caller loads, then calls :meth:`finish`)."""
+        with self._lock:
+            pending = self.loading.get(folder)
+            if pending is not None:
+                return pending, False
+            pending = self.loading[folder] = Future()
+            return pending, True
+
+    def finish(self, folder: str, pending: Future[bool], loaded: bool) -> None:
+        """End a load :meth:`claim` gave this caller; its waiters wake up."""
+        with self._lock:
+            if self.loading.get(folder) is pending:
+                del self.loading[folder]
+        if not pending.done():
+            pending.set_result(loaded)
 
     def __post_init__(self) -> None:
         if not isinstance(self.key_ttl, int | float) or not self.key_ttl > 0:
