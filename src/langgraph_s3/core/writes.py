@@ -115,7 +115,8 @@ def _pack_within_budget(
     """Packed records; the largest inline values move to blobs until the item fits."""
     packed = {i: codec.pack_record(r.wire(), core.compression_level) for i, r in records.items()}
     for i in sorted(packed, key=lambda i: -len(packed[i])):
-        if sum(len(p) for p in packed.values()) <= ITEM_BUDGET:
+        fits = sum(len(p) for p in packed.values()) <= ITEM_BUDGET
+        if fits and len(packed[i]) <= core.index_inline_limit:
             break
         if isinstance(records[i].entry, Inline):
             channel = records[i].channel
