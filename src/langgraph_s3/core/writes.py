@@ -5,7 +5,7 @@ records (``codec.pack_record``); values above ``WRITE_INLINE_THRESHOLD``, and th
 whose record would be larger than ``index_inline_limit``, go to blobs first. Regular
 writes are never overwritten (a retried task resends the same values), special ones
 (``__error__``, ``__interrupt__``, ...) are replaced, as in ``InMemorySaver``. See
-docs/layout.md ("The index").
+docs/layout.md ("Index (DynamoDB)").
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _pack_within_budget(
     (a body over the limit moves its largest values to blobs): stored as a blob now,
     the value is uploaded once, and the checkpoint names the same blob (``values``
     cache) instead of the writes item paying a write unit per KB for it first. See
-    docs/layout.md ("Pending writes").
+    docs/layout.md ("Index (DynamoDB)").
     """
     packed = {i: codec.pack_record(r.wire(), core.compression_level) for i, r in records.items()}
     # With no checkpoint body in the index (limit 0) values stay inline in bodies too.
