@@ -968,7 +968,8 @@ class Report:
         self.summary["meta"] = self.meta
         (RESULTS / "results.json").write_text(json.dumps(self.summary, indent=1))
         start = self.lines.index("## Results by workload")
-        end = self.lines.index("", start + 2)
+        table = next(i for i in range(start, len(self.lines)) if self.lines[i].startswith("|"))
+        end = self.lines.index("", table)
         print("\n".join(self.lines[start:end]))
         print()
         for name, ok, detail in self.targets:
