@@ -188,29 +188,34 @@ def per_million_supersteps(
     }
 
 
+def usd(x: float) -> str:
+    """A price as written on AWS's pages: ``$0.00003``, not ``$3e-05``."""
+    return "$" + (f"{x:.6f}".rstrip("0").rstrip(".") if x else "0")
+
+
 def table_markdown(storage_class: str = "standard") -> str:
-    p = table(storage_class)
+    p = {k: usd(v) for k, v in table(storage_class).items()}
     s3 = CLASS_LABELS[storage_class]
     rows = [
-        (f"{s3} PUT/COPY/POST/LIST", f"${p['s3_put_per_1k']} per 1,000 requests"),
-        (f"{s3} GET and other requests", f"${p['s3_get_per_1k']} per 1,000 requests"),
-        (f"{s3} storage", f"${p['s3_storage_gb_month']} per GB-month"),
+        (f"{s3} PUT/COPY/POST/LIST", f"{p['s3_put_per_1k']} per 1,000 requests"),
+        (f"{s3} GET and other requests", f"{p['s3_get_per_1k']} per 1,000 requests"),
+        (f"{s3} storage", f"{p['s3_storage_gb_month']} per GB-month"),
     ]
-    if p["s3_upload_per_gb"] or p["s3_retrieval_per_gb"]:
+    if storage_class == "express":
         which = (
             "every byte of a request"
             if EXPRESS_FREE_BYTES_PER_REQUEST == 0
             else f"bytes above {EXPRESS_FREE_BYTES_PER_REQUEST // 1024} KB of a request"
         )
         rows += [
-            (f"{s3} data upload (PUT bodies)", f"${p['s3_upload_per_gb']} per GB, {which}"),
-            (f"{s3} data retrieval (GET)", f"${p['s3_retrieval_per_gb']} per GB, {which}"),
+            (f"{s3} data upload (PUT bodies)", f"{p['s3_upload_per_gb']} per GB, {which}"),
+            (f"{s3} data retrieval (GET)", f"{p['s3_retrieval_per_gb']} per GB, {which}"),
         ]
     rows += [
-        ("DynamoDB on-demand write", f"${p['ddb_wru_per_million']} per million WRU"),
-        ("DynamoDB on-demand read", f"${p['ddb_rru_per_million']} per million RRU"),
+        ("DynamoDB on-demand write", f"{p['ddb_wru_per_million']} per million WRU"),
+        ("DynamoDB on-demand read", f"{p['ddb_rru_per_million']} per million RRU"),
         ("DynamoDB transactional write/read", "2 WRU per KB / 2 RRU per 4 KB"),
-        ("DynamoDB storage", f"${p['ddb_storage_gb_month']} per GB-month (+100 B/item)"),
+        ("DynamoDB storage", f"{p['ddb_storage_gb_month']} per GB-month (+100 B/item)"),
     ]
     lines = ["| item | price (us-east-1) |", "|---|---|"]
     lines += [f"| {a} | {b} |" for a, b in rows]

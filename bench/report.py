@@ -517,7 +517,7 @@ class Report:
             f"Price table ({prices.CLASS_LABELS[self.storage_class]}, {prices.REGION}, "
             f"compiled {prices.PRICES_DATE}"
             + (
-                f", S3 Express One Zone {prices.EXPRESS_DATE}"
+                f", its S3 Express One Zone rows {prices.EXPRESS_DATE}"
                 if self.storage_class == "express"
                 else ""
             )
