@@ -93,6 +93,8 @@ def verdict(ok: bool) -> str:
 class Report:
     def __init__(self) -> None:
         self.runs, self.imports, self.meta = load()
+        #: The S3 price table of this run (``run.py --storage-class``).
+        self.storage_class: str = self.meta.get("storage_class", "standard")
         self.lines: list[str] = []
         self.targets: list[tuple[str, bool, str]] = []
         self.summary: dict[str, Any] = {"targets": [], "rows": []}
@@ -132,13 +134,25 @@ class Report:
         if run is None or saver not in (*AWS, *VARIANTS):
             return None
         stored = run.get("storage_added", run["storage"])
-        return prices.per_million_supersteps(run["phases"]["total"], stored)
+        return prices.per_million_supersteps(run["phases"]["total"], stored, self.storage_class)
+
+    def profile_note(self) -> str:
+        """The line under every table whose figures depend on the prices or the latency."""
+        m = self.meta
+        latency = latency_text(m.get("latency_ms", 15.0), m.get("latency_profile", "uniform"))
+        return (
+            f"Profile: {prices.CLASS_LABELS[self.storage_class]} prices (`--storage-class "
+            f"{self.storage_class}`); latency {latency}."
+        )
 
     # ------------------------------------------------------------ sections
     def header(self) -> None:
         m = self.meta
         profile = m.get("latency_profile", "uniform")
-        flag = f" --latency-profile {profile}" if profile != "uniform" else ""
+        flag = f" --storage-class {self.storage_class}" if self.storage_class != "standard" else ""
+        # --storage-class express implies --latency-profile express.
+        implied = "express" if self.storage_class == "express" else "uniform"
+        flag += f" --latency-profile {profile}" if profile != implied else ""
         if m.get("latency_ms", 15.0) != 15.0:
             flag += f" --latency-ms {m['latency_ms']:g}"
         self.lines += [
@@ -146,7 +160,9 @@ class Report:
             "",
             f"Run {m.get('date', '?')}, {'quick' if m.get('quick') else 'full'} mode, "
             f"latency {latency_text(m.get('latency_ms', 15.0), profile)}, one local moto "
-            f"server for all savers, {m.get('cpus', '?')} CPUs (shared). Whole run: "
+            f"server for all savers, S3 prices of "
+            f"{prices.CLASS_LABELS[self.storage_class]}, {m.get('cpus', '?')} CPUs (shared). "
+            "Whole run: "
             f"{m.get('runtime_s', 0):.0f} s. Command: `python3 bench/run.py"
             f"{' --quick' if m.get('quick') else ''}{flag}`. Library measured: commit "
             f"{m.get('git', '?')}.",
@@ -162,8 +178,11 @@ class Report:
         self.lines += [
             "## Results by workload",
             "",
+            self.profile_note(),
+            "",
             "| workload | saver | supersteps | AWS requests | per step | by kind | seq. round "
-            "trips | wall s | ms/step | bytes stored | $ per M steps | peak RSS MB |",
+            f"trips | wall s | ms/step | bytes stored | $ per M steps "
+            f"({prices.CLASS_LABELS[self.storage_class]}) | peak RSS MB |",
             "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
         ]
         for workload, title in WORKLOADS.items():
@@ -266,6 +285,8 @@ class Report:
             "`without moto` = wall - moto: the wall time if every request took exactly the "
             "injected latency.",
             "",
+            self.profile_note(),
+            "",
             "| workload | saver | wall s | latency s | moto s | rest s | without moto s |",
             "|---|---|---:|---:|---:|---:|---:|",
         ]
@@ -307,6 +328,8 @@ class Report:
     def phases_table(self) -> None:
         self.lines += [
             "## Phases",
+            "",
+            self.profile_note(),
             "",
             "| workload | phase | saver | requests | by kind | seq. round trips | wall s | "
             "bytes received |",
@@ -402,6 +425,8 @@ class Report:
             "that runs tool rounds until the approval's `interrupt()`, its resume, and a "
             "second user turn. Per invocation: mean (min-max).",
             "",
+            self.profile_note(),
+            "",
             "| saver | invocation | count | supersteps | requests | seq. round trips |",
             "|---|---|---:|---:|---:|---:|",
         ]
@@ -421,11 +446,13 @@ class Report:
         self.lines += [
             "",
             "Where the cost per million supersteps goes (AWS savers): DynamoDB write and read "
-            "units by request kind, S3 requests by kind, and one month of storage.",
+            "units by request kind, S3 requests by kind (and, for S3 Express One Zone, its "
+            "per-GB upload and retrieval charges), and one month of storage.",
             "",
             "| saver | part | requests | units | $ per M supersteps |",
             "|---|---|---:|---:|---:|",
         ]
+        table = prices.table(self.storage_class)
         for saver in (*AWS, *VARIANTS):
             run, cost = self.run("f", saver), self.cost("f", saver)
             if run is None or cost is None:
@@ -435,9 +462,7 @@ class Report:
             for kind, row in t["per_kind"].items():
                 service, op = kind.split(":", 1)
                 if service == "s3":
-                    per_1k = prices.PRICES[
-                        "s3_put_per_1k" if op in prices.S3_TIER1 else "s3_get_per_1k"
-                    ]
+                    per_1k = table["s3_put_per_1k" if op in prices.S3_TIER1 else "s3_get_per_1k"]
                     dollars = 0.0 if op in prices.S3_FREE else row["n"] * per_1k / 1000
                     units = "-"
                 elif service == "kms":
@@ -445,13 +470,19 @@ class Report:
                     units = "-"
                 else:
                     dollars = (
-                        row.get("wru", 0) * prices.PRICES["ddb_wru_per_million"]
-                        + row.get("rru", 0) * prices.PRICES["ddb_rru_per_million"]
+                        row.get("wru", 0) * table["ddb_wru_per_million"]
+                        + row.get("rru", 0) * table["ddb_rru_per_million"]
                     ) / 1e6
                     units = f"{row.get('wru', 0):g} WRU, {row.get('rru', 0):g} RRU"
                 self.lines.append(
                     f"| {LABELS[saver]} | {kind} | {row['n']} | {units} | "
                     f"{dollars / steps * 1e6:.2f} |"
+                )
+            if cost["transfer"]:
+                up, down = prices.transfer_bytes(t, prices.EXPRESS_FREE_BYTES_PER_REQUEST)
+                self.lines.append(
+                    f"| {LABELS[saver]} | S3 per-GB upload / retrieval | - | "
+                    f"{human_bytes(up)} / {human_bytes(down)} | {cost['transfer']:.2f} |"
                 )
             self.lines.append(
                 f"| {LABELS[saver]} | storage, 1 month | - | - | {cost['storage_month']:.2f} |"
@@ -466,8 +497,10 @@ class Report:
         self.lines += [
             "## Cost per million supersteps (AWS savers)",
             "",
-            "| workload | saver | WRU | RRU | S3 PUT-class | S3 GET-class | requests $ | "
-            "storage $ (1 month) | total $ |",
+            self.profile_note(),
+            "",
+            "| workload | saver | WRU | RRU | S3 PUT-class | S3 GET-class | requests $ (of "
+            "which S3 per-GB) | storage $ (1 month) | total $ |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for workload in WORKLOADS:
@@ -478,15 +511,22 @@ class Report:
                     continue
                 self.lines.append(
                     f"| ({workload}) | {LABELS[saver]} | {t['wru']:.0f} | {t['rru']:.1f} | "
-                    f"{t['s3_tier1']} | {t['s3_tier2']} | {cost['requests']:.2f} | "
+                    f"{t['s3_tier1']} | {t['s3_tier2']} | {cost['requests']:.2f} "
+                    f"({cost['transfer']:.2f}) | "
                     f"{cost['storage_month']:.2f} | {cost['total']:.2f} |"
                 )
         self.lines += [
             "",
-            f"Price table ({prices.REGION}, compiled {prices.PRICES_DATE}; sources in "
-            "`bench/prices.py` and `bench/README.md`):",
+            f"Price table ({prices.CLASS_LABELS[self.storage_class]}, {prices.REGION}, "
+            f"compiled {prices.PRICES_DATE}"
+            + (
+                f", its S3 Express One Zone rows {prices.EXPRESS_DATE}"
+                if self.storage_class == "express"
+                else ""
+            )
+            + "; sources in `bench/prices.py` and `bench/README.md`):",
             "",
-            prices.table_markdown(),
+            prices.table_markdown(self.storage_class),
             "",
         ]
 
@@ -801,7 +841,8 @@ class Report:
         return "".join(f". {text}" for text in texts)
 
     def targets_section(self) -> None:
-        block = ["## Targets", "", "| target | result | measured |", "|---|---|---|"]
+        block = ["## Targets", "", self.profile_note(), ""]
+        block += ["| target | result | measured |", "|---|---|---|"]
         block += [f"| {n} | {verdict(ok)} | {d} |" for n, ok, d in self.targets]
         block.append("")
         # Targets go right after the header so they are the first thing read.
@@ -917,7 +958,9 @@ class Report:
         self.cost_section()
         self.probes_section()
         self.imports_section()
-        self.lines += report_extras.long_section() + report_extras.cold_section()
+        note = self.profile_note()
+        self.lines += report_extras.long_section(note, self.storage_class)
+        self.lines += report_extras.cold_section(note)
         v2_lines, self.summary["layout_v2"] = report_extras.v2_section(self, human_bytes)
         self.lines += v2_lines
         self.targets_section()
@@ -928,7 +971,8 @@ class Report:
         self.summary["meta"] = self.meta
         (RESULTS / "results.json").write_text(json.dumps(self.summary, indent=1))
         start = self.lines.index("## Results by workload")
-        end = self.lines.index("", start + 2)
+        table = next(i for i in range(start, len(self.lines)) if self.lines[i].startswith("|"))
+        end = self.lines.index("", table)
         print("\n".join(self.lines[start:end]))
         print()
         for name, ok, detail in self.targets:

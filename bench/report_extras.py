@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import prices
 from catalog import LABELS, PROJECT
 
 RAW = Path(__file__).resolve().parent / "results" / "raw"
@@ -39,7 +40,7 @@ def long_rows(saver: str) -> list[dict[str, Any]]:
     return [] if run is None else list(run["longthread"]["list"])
 
 
-def long_section() -> list[str]:
+def long_section(note: str, storage_class: str = "standard") -> list[str]:
     savers = [s for s in ("s3", "dynamodb") if _raw(f"long-{s}.json")]
     if not savers:
         return []
@@ -52,6 +53,8 @@ def long_section() -> list[str]:
         "DynamoDB's `ScannedCount` (what it bills); read units from `capacity.py`; cost = "
         "the requests of a million such calls.",
         "",
+        note,
+        "",
         "| saver | checkpoints | limit | requests | round trips | items returned | items read "
         "| read units | bytes received | wall ms | $ per 1M calls |",
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -62,7 +65,7 @@ def long_section() -> list[str]:
                 f"| {LABELS[saver]} | {r['checkpoints']:,} | {r['limit']} | {r['requests']} "
                 f"({_kinds(r['kinds'])}) | {r['round_trips']} | {r['items_returned']:,} | "
                 f"{r['items_read']:,} | {r['rru']:g} | {r['bytes_in']:,} | {r['ms']:.0f} | "
-                f"${r['usd_per_million_calls']:.2f} |"
+                f"${prices.request_cost(r, storage_class) * 1e6:.2f} |"
             )
     lines += ["", "Index bytes per checkpoint (DynamoDB item bytes as DynamoDB sizes them):", ""]
     lines += [
@@ -92,7 +95,7 @@ def cold_medians() -> dict[str, dict[str, Any]]:
     return {} if run is None else dict(run["coldstart"]["median"])
 
 
-def cold_section() -> list[str]:
+def cold_section(note: str) -> list[str]:
     medians = cold_medians()
     if not medians:
         return []
@@ -103,6 +106,8 @@ def cold_section() -> list[str]:
         "Import + construction + first `get_tuple` of an existing approval thread over HTTP, "
         "timed inside a fresh interpreter; median of 7 rounds, savers alternating. Compare "
         "the ratio; absolute times depend on this machine.",
+        "",
+        note,
         "",
         "| saver | import ms | construct ms | first get_tuple ms | total ms | vs DynamoDBSaver "
         "| process ms | requests | round trips |",
@@ -285,6 +290,8 @@ def v2_section(
         "",
         'Issue 22\'s "Where we stand" table, measured in this run (ratios to DynamoDBSaver '
         "in the same run; counts exact). Informative: these verdicts do not set the exit status.",
+        "",
+        report.profile_note(),
         "",
         "| | this run | target | verdict |",
         "|---|---|---|---|",

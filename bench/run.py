@@ -23,8 +23,10 @@ What it does:
    (``bench/report.py``) and prints the table and PASS/FAIL per target.
 
 Options: ``--latency-ms`` (default 15), ``--latency-profile aws`` (S3 30 ms,
-DynamoDB 5 ms), ``--savers s3,dynamodb``, ``--workloads a,b``, ``--extras long,cold``
-(default both; ``none`` skips them), ``--skip-install`` (use the venvs as they are).
+DynamoDB 5 ms), ``--storage-class express`` (S3 Express One Zone prices, and the
+``express`` latency profile unless another is given: S3 5 ms, DynamoDB 5 ms),
+``--savers s3,dynamodb``, ``--workloads a,b``, ``--extras long,cold`` (default both;
+``none`` skips them), ``--skip-install`` (use the venvs as they are).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from catalog import AWS, LATENCY_PROFILES, SAVERS, VARIANTS
+from prices import STORAGE_CLASSES
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -254,9 +257,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--latency-profile",
-        default="uniform",
+        default=None,
         choices=sorted(LATENCY_PROFILES),
-        help="per-service latency: 'aws' = S3 30 ms, DynamoDB 5 ms (default: uniform)",
+        help="per-service latency: 'aws' = S3 30 ms, DynamoDB 5 ms; 'express' = S3 5 ms, "
+        "DynamoDB 5 ms (default: uniform, or express with --storage-class express)",
+    )
+    parser.add_argument(
+        "--storage-class",
+        default="standard",
+        choices=STORAGE_CLASSES,
+        help="S3 prices: 'standard' (S3 Standard) or 'express' (S3 Express One Zone, "
+        "directory bucket; same S3 API on moto). Default standard",
     )
     parser.add_argument("--savers", default=",".join(SAVERS))
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -270,7 +281,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="use bench/.venv and bench/.venv-aws as they are",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.latency_profile is None:
+        args.latency_profile = "express" if args.storage_class == "express" else "uniform"
+    return args
 
 
 def run_workloads(workloads: list[str], savers: list[str], common: list[str]) -> int:
@@ -334,6 +348,7 @@ def main(argv: list[str]) -> int:
         "quick": args.quick,
         "latency_ms": args.latency_ms,
         "latency_profile": args.latency_profile,
+        "storage_class": args.storage_class,
         "extras": args.extras,
         "runtime_s": time.perf_counter() - started,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

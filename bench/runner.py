@@ -26,7 +26,7 @@ from typing import Any
 import wire
 from capacity import TableSnapshot, request_units
 from catalog import LABELS, LATENCY_PROFILES
-from prices import S3_FREE, S3_TIER1
+from prices import OLD_RULE_FREE_BYTES, S3_FREE, S3_RETRIEVALS, S3_TIER1, S3_UPLOADS
 from savers import Driver, fake_credentials, make_driver
 from workloads import (
     AGENT_ROUNDS,
@@ -119,6 +119,10 @@ def phase_figures(phase: Phase, snapshot: TableSnapshot | None) -> dict[str, Any
     supersteps = len(by_method.get("put", []))
     chain = wire.critical_chain(reqs)
     put_keys = [r.summary.get("key") for r in reqs if r.op == "PutObject"]
+    # Per request, for S3 Express One Zone's per-GB charges (prices.py): every byte,
+    # and the part above 512 KiB (the launch rule).
+    up = [r.bytes_out for r in reqs if r.service == "s3" and r.op in S3_UPLOADS]
+    down = [r.bytes_in for r in reqs if r.service == "s3" and r.op in S3_RETRIEVALS]
     return {
         "wall_s": phase.wall,
         "supersteps": supersteps,
@@ -143,6 +147,10 @@ def phase_figures(phase: Phase, snapshot: TableSnapshot | None) -> dict[str, Any
         "s3_tier1": sum(1 for op in s3_ops if op in S3_TIER1),
         "kms_requests": sum(1 for r in reqs if r.service == "kms"),
         "s3_tier2": sum(1 for op in s3_ops if op not in S3_TIER1 and op not in S3_FREE),
+        "s3_upload_bytes": sum(up),
+        "s3_upload_bytes_over_512k": sum(max(0, n - OLD_RULE_FREE_BYTES) for n in up),
+        "s3_retrieval_bytes": sum(down),
+        "s3_retrieval_bytes_over_512k": sum(max(0, n - OLD_RULE_FREE_BYTES) for n in down),
         "methods": methods,
     }
 

@@ -22,7 +22,6 @@ from langgraph_s3.core.index import (
     CreateTable,
     DeleteHead,
     EnableTtl,
-    GetItem,
     KeyPrefixScan,
     ListFilter,
     Page,
@@ -235,16 +234,6 @@ def test_a_paged_request_decodes_a_page_and_knows_the_next_request(request_: Any
     assert following.params == {**request_.params, "ExclusiveStartKey": START}
     end = request_.result({})
     assert end == Page([], None) and request_.following(end) is None
-
-
-def test_get_item_reads_attributes_consistently_and_answers_the_item_or_none() -> None:
-    get = GetItem("t", "t1", "c#~#c1", ("h", "sz"))
-    assert get.call() == (
-        "get_item",
-        {"TableName": "t", "Key": START, "ConsistentRead": True, "ProjectionExpression": "h, sz"},
-    )
-    assert get.result({"Item": {"h": {"S": "d"}}}) == {"h": {"S": "d"}}
-    assert get.result({}) is None
 
 
 # --------------------------------------------------------------------------- writes

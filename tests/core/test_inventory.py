@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from langgraph_s3 import codec
+from langgraph_s3 import chunking, codec
 from langgraph_s3.core import inventory, schema
 from langgraph_s3.core.scratch import Scratch
 from langgraph_s3.keys import Layout
@@ -101,7 +101,11 @@ def test_summaries_add_object_sizes_per_thread(tmp_path: Path) -> None:
 
 def test_thread_figures_read_every_object_and_body_once() -> None:
     core = make_core(index_inline_limit=0)  # bodies in S3
-    big = os.urandom(40_000).hex()
+    # 140 KB: more than two chunks of at most 64 KiB (AVG_CHUNK * 4) hold, so three or
+    # more, which go up as one pack (packs.PACK_MIN). At 80 KB one value in a hundred
+    # was cut in two, and two chunks stay loose blobs.
+    big = os.urandom(70_000).hex()
+    assert len(big) > 2 * 4 * chunking.AVG_CHUNK
     first = store(config("t1"), checkpoint(CID1, {"a": big}), core=core)
     small = make_core()  # a second checkpoint whose body stays in the index
     second = store(config("t1", CID1), checkpoint(CID2, {"a": 1}), core=small)
@@ -112,7 +116,7 @@ def test_thread_figures_read_every_object_and_body_once() -> None:
     script.expect(IndexRequest, page([first.item, second.item, second.head]))
     script.expect([S3Get] * len(objects), [objects[k] for k in sorted(objects)])
     figures = script.returns()
-    # the value's 80 KB are chunks uploaded by one put: one pack, counted by chunk
+    # the value's chunks are uploaded by one put: one pack, counted by chunk
     (pack,) = [k for k in objects if "/b/" in k]
     chunks = codec.frames(objects[pack], key=pack)
     assert pack.endswith(".pack") and len(chunks) > 1

@@ -6,7 +6,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from langgraph_s3.core.index import GetItem, Query
+from langgraph_s3.core.index import Query
 from langgraph_s3.operations import IndexRequest, S3Get, S3Put, perform, perform_all
 from tests.core.script import Script
 
@@ -25,9 +25,9 @@ def test_perform_all_yields_one_batch_and_nothing_for_no_requests() -> None:
 
 
 def test_an_index_request_names_its_call_and_expects_no_error_unless_it_says() -> None:
-    get = GetItem("t", "p", "s", ("d",))
-    assert (get.method, get.params) == get.call()
-    assert get.expect == frozenset()
+    query = Query("t", "p")
+    assert (query.method, query.params) == query.call()
+    assert query.expect == frozenset()
     bare = IndexRequest[None]()
     with pytest.raises(NotImplementedError):
         bare.call()

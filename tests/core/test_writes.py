@@ -14,7 +14,7 @@ from langgraph_s3.core.index import TXN_CANCELLED
 from langgraph_s3.errors import InvalidConfigError, S3SaverError, ThreadOwnedElsewhereError
 from langgraph_s3.operations import IndexRequest, S3Put
 from langgraph_s3.regions import CrossRegion
-from tests.core.canned import config, make_core, store_writes
+from tests.core.canned import checkpoint, config, make_core, store, store_writes
 from tests.core.script import Script
 
 AT_C1 = config(cid="c01")
@@ -78,13 +78,35 @@ def test_a_large_value_is_uploaded_as_blobs_before_the_item_names_it() -> None:
     )
 
 
+def test_a_record_larger_than_the_index_limit_goes_to_a_blob_the_checkpoint_re_uses() -> None:
+    """Such a value would not stay inline in the next checkpoint body either: stored as
+    a blob by the write, it is uploaded once and the checkpoint names the same blob,
+    instead of the writes item paying a write unit per KB for it first."""
+    core = make_core()  # index limit 4 KiB
+    big, small = os.urandom(5_000).hex(), os.urandom(1_000).hex()  # ~5 KB, ~1 KB records
+    script = Script(writes.put_writes(core, AT_C1, [("big", big), ("small", small)], "t"))
+    [put] = script.expect([S3Put], [None])
+    update = script.expect(is_update, None)
+    script.returns()
+    recs = records(update.params)
+    assert recs["w0"][1][0] == "r" and recs["w1"][1][0] == "i"
+    assert put.key == core.layout.blob_key("t1", recs["w0"][1][2][0].hex())
+    # The checkpoint that takes the value uploads nothing: it names the write's blob.
+    stored = store(AT_C1, checkpoint("c02", {"big": big, "small": small}), core=core)
+    assert stored.objects == {}
+    assert schema.parse_row(stored.item).body is not None
+    # With every body in S3 (limit 0) values stay inline in bodies, so in records too.
+    script = Script(writes.put_writes(make_core(index_inline_limit=0), AT_C1, [("big", big)], "t"))
+    assert records(script.expect(is_update, None).params)["w0"][1][0] == "i"
+
+
 def test_writes_too_large_together_for_one_item_move_to_blobs_largest_first() -> None:
     """Each value is below the inline threshold, together they exceed the item budget:
-    the largest move to blobs until the item fits."""
+    the largest move to blobs until the item fits. (With no body in the index, so
+    that records over the index limit are not moved for that reason.)"""
     values = [os.urandom(30_000 + i) for i in range(12)]  # incompressible, ~360 KB in all
-    script = Script(
-        writes.put_writes(make_core(), AT_C1, [(f"c{i}", v) for i, v in enumerate(values)], "t")
-    )
+    writes_ = [(f"c{i}", v) for i, v in enumerate(values)]
+    script = Script(writes.put_writes(make_core(index_inline_limit=0), AT_C1, writes_, "t"))
     puts = script.expect(
         lambda ops: all(isinstance(op, S3Put) for op in ops), [None] * len(script.pending)
     )

@@ -14,6 +14,7 @@ old release, never by hand).
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ class Scenario:
     thread: str
     before: Callable[[Make], None]
     after: Callable[[Make], dict[str, Any]]
+    #: the first layout whose fixture holds this thread: older fixtures were written
+    #: before the scenario existed (their recorded ``threads`` leave it out)
+    since: int = 1
 
 
 # ------------------------------------------------------------------ approval
@@ -171,8 +175,14 @@ def direct_states() -> list[dict[str, Any]]:
     ]
 
 
-def put_state(saver: Any, config: dict[str, Any], state: dict[str, Any], step: int) -> Any:
-    """Put the next checkpoint of the direct thread: ``state`` after ``config``'s."""
+def put_state(
+    saver: Any, config: dict[str, Any], state: dict[str, Any], step: int, author: str = "step"
+) -> Any:
+    """Put the next checkpoint of the direct thread: ``state`` after ``config``'s.
+
+    Its metadata says ``author``: ``{author}-{step}``. The direct thread's filtered
+    ``list`` spans every thread of the fixture, so other threads must use another.
+    """
     parent = saver.get_tuple(config) if config["configurable"].get("checkpoint_id") else None
     old = parent.checkpoint if parent else empty_checkpoint()
     versions = dict(old["channel_versions"])
@@ -184,7 +194,7 @@ def put_state(saver: Any, config: dict[str, Any], state: dict[str, Any], step: i
     checkpoint["channel_values"] = dict(state)
     checkpoint["channel_versions"] = versions
     checkpoint["updated_channels"] = sorted(new_versions)
-    metadata = {"source": "loop", "step": step, "parents": {}, "author": f"step-{step}"}
+    metadata = {"source": "loop", "step": step, "parents": {}, "author": f"{author}-{step}"}
     return saver.put(config, checkpoint, metadata, new_versions)
 
 
@@ -223,12 +233,98 @@ def _writes(writes: list[Any]) -> list[Any]:
     return [(task, ch, repr(v) if isinstance(v, Exception) else v) for task, ch, v in writes]
 
 
+# --------------------------------------------------------------------- lists
+def lists_states() -> list[dict[str, Any]]:
+    """The channel values of the lists thread's five checkpoints.
+
+    ``doc`` is 1.6 MB, about 79 chunks: more than 64, so layout 3 stores its entry
+    as a chunk list. It is a numbered item list (the same on every machine, and it
+    compresses 20-fold, so the fixture stays small); what decides a list is the
+    number of chunks, not how well they compress. The first three checkpoints are
+    written by the old release, the last two by today's code on top of them: one
+    that keeps the document (its body names the old list), one that edits it.
+    """
+    doc = " ".join(f"item-{i:07d}" for i in range(123_000))
+    edited = doc[:600_000] + words("edit-1", 30_000) + doc[630_000:]
+    again = words("edit-2", 20_000) + edited[20_000:] + words("tail", 40_000)
+    return [
+        {"title": "empty"},
+        {"title": "draft", "doc": doc},
+        {"title": "edited", "doc": edited},
+        {"title": "renamed", "doc": edited},
+        {"title": "again", "doc": again},
+    ]
+
+
+def lists_before(make: Make) -> None:
+    """Two writes of a document with more than 64 chunks, each taken up by a checkpoint.
+
+    On 0.3.0: each write's record names a chunk list packed with its new chunks, and
+    the next checkpoint's body (in the index) names the same list; the second list
+    names chunks of the first pack beside its own.
+    """
+    saver = make()
+    config: Any = cfg("lists", checkpoint_ns="")
+    states = lists_states()
+    config = put_state(saver, config, states[0], 0, author="lists")
+    for step, state in enumerate(states[1:3], start=1):
+        saver.put_writes(config, [("doc", state["doc"]), ("note", f"edit {step}")], "task-1")
+        config = put_state(saver, config, state, step, author="lists")
+
+
+def lists_after(make: Make) -> dict[str, Any]:
+    """Read the old checkpoints and their writes, then edit the document again."""
+    saver = make()
+    listed = list(saver.list(cfg("lists", checkpoint_ns="")))
+    out: dict[str, Any] = {
+        "listed": [
+            (_digests(t.checkpoint["channel_values"]), t.metadata, _digest_writes(t.pending_writes))
+            for t in listed
+        ],
+        "filtered": [t.metadata["step"] for t in saver.list(None, filter={"author": "lists-1"})],
+    }
+    latest = saver.get_tuple(cfg("lists", checkpoint_ns=""))
+    states = lists_states()
+    renamed = put_state(saver, latest.config, states[3], 3, author="lists")
+    saver.put_writes(renamed, [("doc", states[1]["doc"])], "task-2")
+    put_state(saver, renamed, states[4], 4, author="lists")
+    read = make().get_tuple(renamed)
+    out["renamed"] = (
+        _digests(read.checkpoint["channel_values"]),
+        _digest_writes(read.pending_writes),
+    )
+    out["parent_is_old_latest"] = read.parent_config == latest.config
+    again = make().get_tuple(cfg("lists", checkpoint_ns=""))
+    out["continued"] = _digests(again.checkpoint["channel_values"])
+    out["parent_is_renamed"] = again.parent_config == renamed
+    out["history"] = [
+        (t.metadata["step"], _digests(t.checkpoint["channel_values"]))
+        for t in make().list(cfg("lists"))
+    ]
+    return out
+
+
+def _digests(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with long strings replaced by their length and SHA-256 (short diffs)."""
+    return {
+        k: (len(v), hashlib.sha256(v.encode()).hexdigest())
+        if isinstance(v, str) and len(v) > 1000
+        else v
+        for k, v in values.items()
+    }
+
+
+def _digest_writes(writes: list[Any]) -> list[Any]:
+    return [(task, ch, *_digests({"v": v}).values()) for task, ch, v in writes]
+
+
 SCENARIOS = [
     Scenario("approval", approval_before, approval_after),
     Scenario("nested", nested_before, nested_after),
     Scenario("failing", failing_before, failing_after),
     Scenario("fanout", fanout_before, fanout_after),
     Scenario("direct", direct_before, direct_after),
+    Scenario("lists", lists_before, lists_after, since=3),
 ]
 
 

@@ -4,12 +4,16 @@ collected by today's code, in the same thread as new checkpoints (mixed history)
 Each fixture ``tests/layouts/v{N}.json.gz`` is the bucket and table written by the
 release of layout N running the ``before`` part of each scenario in
 ``tests/layouts/scenarios.py`` (``v1``: 0.1.0, commit 0aaf7d3; ``v2``: 0.2.0, with
-packs, commit 61aa109); see ``tests/layouts/write.py`` for how they were made.
-Every scenario's ``after`` part must give here what it gives on ``InMemorySaver``.
+packs, commit 61aa109; ``v3``: 0.3.0, with chunk lists, commit 3192de3); see
+``tests/layouts/write.py`` for how they were made. A fixture holds the threads of the
+scenarios that existed when it was written (its recorded ``threads``: those whose
+``since`` is at most N), and every scenario's ``after`` part runs on every fixture
+holding its thread and must give there what it gives on ``InMemorySaver``.
 """
 
 from __future__ import annotations
 
+import base64
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,8 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from langgraph_s3 import codec
+from langgraph_s3.core import schema
 from langgraph_s3.gc import collect
 from tests.conftest import Backend
 from tests.graphs.test_graphs import Calls, build_approval, cfg, history_summary, writes_summary
@@ -26,7 +32,7 @@ from tests.layouts.scenarios import SCENARIOS, Scenario, reference
 
 FIXTURES = Path(__file__).resolve().parents[1] / "layouts"
 #: layout -> (release, commit) that wrote its fixture
-WRITTEN_BY = {"v1": ("0.1.0", "0aaf7d3"), "v2": ("0.2.0", "61aa109")}
+WRITTEN_BY = {"v1": ("0.1.0", "0aaf7d3"), "v2": ("0.2.0", "61aa109"), "v3": ("0.3.0", "3192de3")}
 PREFIX = "fx/"
 
 
@@ -38,6 +44,16 @@ def fixture(layout: str) -> dict[str, Any]:
 @pytest.fixture(params=sorted(WRITTEN_BY))
 def layout(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+def held(layout: str) -> list[Scenario]:
+    """The scenarios whose thread the fixture holds, as it recorded them."""
+    threads = fixture(layout)["written_by"]["threads"]
+    return [s for s in SCENARIOS if s.thread in threads]
+
+
+#: every (layout, scenario) pair whose thread the layout's fixture holds
+HELD = [(layout, s) for layout in sorted(WRITTEN_BY) for s in held(layout)]
 
 
 @cache
@@ -59,14 +75,45 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     """Guards against a fixture rewritten by today's code (which would prove nothing)."""
     meta = fixture(layout)["written_by"]
     assert (meta["version"], meta["commit"], meta["prefix"]) == (*WRITTEN_BY[layout], PREFIX)
-    assert meta["threads"] == [s.thread for s in SCENARIOS]
+    # a scenario newer than the fixture is left out by the threads it recorded, no other
+    assert meta["threads"] == [s.thread for s in SCENARIOS if s.since <= number(layout)]
     keys = list(fixture(layout)["objects"])
     assert any("/c/" in k for k in keys), "no checkpoint body in S3: a layout case is missing"
     assert any("/b/" in k for k in keys)
     assert any(k.endswith(".pack") for k in keys) == (layout != "v1")
+    kinds = entry_kinds(layout)
+    assert {"i", "r"} <= kinds["body"] and {"i", "r"} <= kinds["write"]
+    assert ("p" in kinds["body"] | kinds["write"]) == (number(layout) >= 2)
+    # layout 3: a chunk list named by pending writes and by the checkpoints taking them up
+    lists = {where for where, found in kinds.items() if "l" in found}
+    assert lists == ({"body", "write"} if number(layout) >= 3 else set())
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.thread)
+def number(layout: str) -> int:
+    return int(layout.removeprefix("v"))
+
+
+def entry_kinds(layout: str) -> dict[str, set[str]]:
+    """The kinds of value entry (``i``, ``r``, ``p``, ``l``) the fixture stores in
+    checkpoint bodies (S3 objects and index items) and in pending-write records."""
+    data = fixture(layout)
+    bodies = [base64.b64decode(b) for k, b in data["objects"].items() if "/c/" in k]
+    bodies += [base64.b64decode(i[schema.BODY]["B"]) for i in data["items"] if schema.BODY in i]
+    kinds: dict[str, set[str]] = {"body": set(), "write": set()}
+    for body in bodies:
+        raw = codec.unpack(codec.unframe(body, key="b", kind=codec.KIND_CHECKPOINT), key="b")
+        kinds["body"] |= {entry[0] for entry in raw["ch"].values()}
+    for item in data["items"]:
+        for name, attr in item.items():
+            if schema.record_index(name) is not None:
+                _, entry = codec.unpack_record(base64.b64decode(attr["B"]), key=name)
+                kinds["write"].add(entry[0])
+    return kinds
+
+
+@pytest.mark.parametrize(
+    ("layout", "scenario"), HELD, ids=[f"{layout}-{s.thread}" for layout, s in HELD]
+)
 def test_an_old_thread_goes_on_as_in_memory(
     backend: Backend, scenario: Scenario, layout: str
 ) -> None:
@@ -132,3 +179,22 @@ def test_the_collector_keeps_what_old_and_mixed_threads_use(backend: Backend, la
     assert report.errors == []
     assert not [k for k in backend.object_keys() if k.startswith(f"{PREFIX}direct/")]
     assert {t: history(backend, t) for t in threads} == before
+
+
+@pytest.mark.parametrize("layout", [layout for layout, s in HELD if s.thread == "lists"])
+def test_an_old_thread_with_chunk_lists_is_copied_and_collected(
+    backend: Backend, layout: str
+) -> None:
+    """Chunk lists in packs (layout 3) survive a copy, and the copy survives deleting
+    and collecting the original."""
+    loaded(backend, layout)
+    saver = backend.saver(prefix=PREFIX)
+    before = history(backend, "lists")
+    saver.copy_thread("lists", "lists-copy")
+    assert history(backend, "lists-copy") == before
+
+    saver.delete_thread("lists")
+    report = collect(backend.saver(prefix=PREFIX), grace=0)
+    assert report.errors == [] and report.objects_deleted == 0
+    assert not [k for k in backend.object_keys() if k.startswith(f"{PREFIX}lists/")]
+    assert history(backend, "lists-copy") == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+import pytest
 from botocore.config import Config
 
 from langgraph_s3 import S3Saver, __version__
@@ -120,3 +121,50 @@ async def test_an_http_endpoint_reads_no_ca_bundle(
     ) as control:
         await control.list_tables()
     assert reads
+
+
+class FailingS3Session:
+    """An aiobotocore session whose S3 clients cannot be made."""
+
+    def __init__(self) -> None:
+        from aiobotocore.session import get_session
+
+        self.session = get_session()
+        self.made: list[str] = []
+
+    def create_client(self, service: str, **kwargs: Any) -> Any:
+        self.made.append(service)
+        if service == "s3":
+            raise RuntimeError("no S3 client today")
+        return self.session.create_client(service, **kwargs)
+
+
+async def test_the_first_request_makes_the_other_async_client_meanwhile(
+    server_backend: Backend,
+) -> None:
+    """AsyncS3Saver makes its first client on its first call, and the other one in the
+    background while that call's first request waits for the network."""
+    async with server_backend.async_saver() as saver:
+        assert await saver.aget_tuple(CONFIG) is None  # one Query, no S3 request
+        assert saver._preparing is not None
+        await saver._preparing
+        s3 = saver._clients.by_name["s3"]
+        assert s3 is not None and s3 in saver._clients.created
+        assert (await saver.clients())[0] is s3  # used, not made again
+    assert not any(saver._clients.by_name.values())  # both closed and forgotten
+    async with server_backend.async_saver(s3_client=object()) as given:
+        assert await given.aget_tuple(CONFIG) is None
+        assert given._preparing is None  # nothing to make: the S3 client was given
+
+
+async def test_an_async_client_that_fails_in_the_background_fails_where_needed(
+    server_backend: Backend,
+) -> None:
+    session = FailingS3Session()
+    async with server_backend.async_saver(session=session) as saver:
+        assert await saver.aget_tuple(CONFIG) is None  # the DynamoDB request is unaffected
+        assert saver._preparing is not None
+        await saver._preparing  # its error is not raised here ...
+        with pytest.raises(RuntimeError, match="no S3 client today"):
+            await saver.clients()  # ... but by the call that needs the client
+    assert session.made == ["dynamodb", "s3", "s3"]

@@ -1,10 +1,11 @@
 """How pending writes are stored: one index item per task, one record per write.
 
-A task's writes land in the item ``c#{ns}#{checkpoint}#w#{task}`` as checksummed records
-(``codec.pack_record``, sealed to their slot with encryption); values above
-``WRITE_INLINE_THRESHOLD`` go to blobs first. Regular writes are never overwritten (a
+A task's writes land in the item ``c#{ns}#{checkpoint}#w#{task}`` as checksummed
+records (``codec.pack_record``, sealed to their slot with encryption); values above
+``WRITE_INLINE_THRESHOLD``, and those whose record would be larger than
+``index_inline_limit``, go to blobs first. Regular writes are never overwritten (a
 retried task resends the same values), special ones (``__error__``, ``__interrupt__``,
-...) are replaced, as in ``InMemorySaver``. See docs/layout.md ("The index").
+...) are replaced, as in ``InMemorySaver``. See docs/layout.md ("Index (DynamoDB)").
 """
 
 from __future__ import annotations
@@ -120,11 +121,23 @@ def _pack_within_budget(
     records: dict[int, Record],
     uploads: dict[str, bytes],
 ) -> dict[int, bytes]:
-    """Packed records; the largest inline values move to blobs until the item fits."""
+    """Packed records; an inline value whose record is over ``index_inline_limit``
+    (when checkpoint bodies may live in the index) moves to a blob, and the largest
+    others too until the item fits.
+
+    A record over the limit would not stay inline in the next checkpoint body either
+    (a body over the limit moves its largest values to blobs): stored as a blob now,
+    the value is uploaded once, and the checkpoint names the same blob (``values``
+    cache) instead of the writes item paying a write unit per KB for it first. See
+    docs/layout.md ("Index (DynamoDB)").
+    """
     thread_id = slot[0]
     packed = {i: _packed(core, slot, i, r) for i, r in records.items()}
+    # With no checkpoint body in the index (limit 0) values stay inline in bodies too.
+    limit = core.index_inline_limit or ITEM_BUDGET
     for i in sorted(packed, key=lambda i: -len(packed[i])):
-        if sum(len(p) for p in packed.values()) <= ITEM_BUDGET:
+        fits = sum(len(p) for p in packed.values()) <= ITEM_BUDGET
+        if fits and len(packed[i]) <= limit:
             break
         if isinstance(records[i].entry, Inline):
             channel = records[i].channel

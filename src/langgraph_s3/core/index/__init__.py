@@ -18,7 +18,6 @@ new class in one of those modules; a new item attribute is a constant in ``schem
 
 from langgraph_s3.core.index.items import Item, Key, key
 from langgraph_s3.core.index.reads import (
-    GetItem,
     KeyPrefixScan,
     ListFilter,
     Page,
@@ -61,7 +60,6 @@ __all__ = [
     "CreateTable",
     "DeleteHead",
     "EnableTtl",
-    "GetItem",
     "Item",
     "Key",
     "KeyPrefixScan",

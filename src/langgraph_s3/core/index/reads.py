@@ -1,4 +1,4 @@
-"""Requests that read the index: pages of a partition, of a run, of a scan; one item."""
+"""Requests that read the index: pages of a partition, of a run, of a scan."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Self
 
-from langgraph_s3.core.index.items import Item, Key, key
+from langgraph_s3.core.index.items import Item, Key
 from langgraph_s3.core.schema import (
     CID,
     DIGEST,
@@ -229,24 +229,3 @@ def _paged(params: dict[str, Any], limit: int | None, start: Key | None) -> dict
     if start is not None:
         params["ExclusiveStartKey"] = start
     return params
-
-
-@dataclass(frozen=True)
-class GetItem(IndexRequest[Item | None]):
-    """A consistent read of one item's ``attributes``. Result: the item, or None."""
-
-    table: str
-    pk: str
-    sk: str
-    attributes: tuple[str, ...]
-
-    def call(self) -> tuple[str, dict[str, Any]]:
-        return "get_item", {
-            "TableName": self.table,
-            "Key": key(self.pk, self.sk),
-            "ConsistentRead": True,
-            "ProjectionExpression": ", ".join(self.attributes),
-        }
-
-    def result(self, response: Mapping[str, Any]) -> Item | None:
-        return response.get("Item")

@@ -1,0 +1,292 @@
+"""What "delta bodies" would save, simulated on what S3Saver stores today (issue 22).
+
+``python bench/delta_bodies.py`` (any venv with the project and moto, e.g.
+``.venv/bin/python``; ~2 min) runs workloads (a) approval, (b) 200-turn chat and
+(c) fan-out, and the long-thread "counter beside 100 KB" step, on ``S3Saver`` with
+moto in-process. It then re-encodes every checkpoint item whose body is kept in the
+index the way the proposed layout would, and prints what the commits would be billed.
+
+The variants, each adding to the one before:
+
+* ``a``: a channel whose entry the base checkpoint holds unchanged is written as
+  ``["a", base id]`` (~40 bytes) instead of the entry (an 800-byte request, a
+  100 KB value's 330-byte packed entry, ...).
+* ``d``: a blob entry whose first k chunks are the base's is written as
+  ``["d", base id, k, tail]``, the tail holding only the new chunks (a growing
+  message list).
+* ``cp``: the checkpoint without its values as a diff against the base's
+  (changed channel versions and versions seen).
+* ``trim``: the item attributes the keys or the body already say (``cid``, ``th``,
+  ``ns``, and ``h``/``sz`` of a body kept in the item) and the body's own ids dropped.
+
+The base of a channel is the nearest earlier checkpoint of the same thread,
+namespace and run (``run_id`` of the metadata, or none for both) at most ``K``
+checkpoints back that stores the entry in full, so a reader needs at most a few
+items the latest-read query already returns. Nothing here is built in the library:
+this measures whether it is worth building. Bodies stored in S3 are counted as they
+are. Write units: a transactional write bills 2 units per started KB of each item;
+the commit is the checkpoint item plus the head (2 units). "Carried" bills the
+commit that is not a transaction (docs/concurrency.md, "Alternatives considered"):
+the item written once plus a head update that carries a copy of it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import ormsgpack
+import zstandard
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.types import Command
+from langgraph_s3 import codec
+from langgraph_s3.testing import local_saver
+
+sys.path.insert(0, str(Path(__file__).parent))
+import workloads
+from textgen import seeded, text
+
+K = 4
+VARIANTS = ("today", "a", "a+d", "a+d+cp", "a+d+cp+trim")
+HEAD_TX_WRU = 2
+_SERDE = JsonPlusSerializer()
+_ZSTD = zstandard.ZstdCompressor(level=3)
+_TRIMMED = ("cid", "th", "ns", "h", "sz")
+
+
+def item_bytes(item: Mapping[str, Any]) -> int:
+    """DynamoDB's size of an item: attribute names plus values."""
+    total = 0
+    for name, value in item.items():
+        total += len(name.encode())
+        kind, data = next(iter(value.items()))
+        if kind in ("S", "N"):
+            total += len(data.encode())
+        elif kind == "B":
+            total += len(data)
+        elif kind == "SS":
+            total += sum(len(e.encode()) for e in data)
+        elif kind == "M":
+            total += 3 + item_bytes(data)
+    return total
+
+
+def kb(size: int) -> int:
+    return math.ceil(size / 1024)
+
+
+@dataclass
+class Totals:
+    """Per variant: commits, transaction write units, carried write units, bytes."""
+
+    commits: int = 0
+    tx: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VARIANTS, 0))
+    carried: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VARIANTS, 0))
+    size: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VARIANTS, 0))
+
+    def add(self, variant: str, size: int) -> None:
+        self.tx[variant] += 2 * kb(size) + HEAD_TX_WRU
+        self.carried[variant] += 2 * kb(size)
+        self.size[variant] += size
+
+
+@dataclass
+class Base:
+    seq: int
+    run: str | None
+    value: Any
+
+
+@dataclass
+class Stream:
+    """What the writer of one (thread, namespace) would remember."""
+
+    seq: int = 0
+    entries: dict[str, Base] = field(default_factory=dict)
+    cp: Base | None = None
+
+    def usable(self, base: Base | None, run: str | None) -> bool:
+        return base is not None and base.run == run and self.seq - base.seq <= K
+
+
+def entry_delta(entry: list[Any], base: list[Any], cid: str) -> list[Any] | None:
+    """``["d", ...]`` for a blob entry extending the base's, or None."""
+    if entry[0] not in ("r", "p") or base[0] not in ("r", "p"):
+        return None
+    old, new = base[2], entry[2]
+    keep = 0
+    while keep < min(len(old), len(new)) - 1 and old[keep] == new[keep]:
+        keep += 1
+    if keep == 0:
+        return None
+    return ["d", cid, keep, [entry[0], entry[1], new[keep:], entry[3][keep:], *entry[4:6]]]
+
+
+def channel_forms(body: Mapping[str, Any], stream: Stream, run: str | None, deltas: bool) -> dict:
+    """The ``ch`` map with "a" references (and, with ``deltas``, "d" entries)."""
+    cid = body["id"]
+    out: dict[str, Any] = {}
+    for name, entry in body["ch"].items():
+        base = stream.entries.get(name)
+        if base is None or not stream.usable(base, run):
+            out[name] = entry
+        elif base.value == entry:
+            out[name] = ["a", cid]
+            continue
+        else:
+            out[name] = (entry_delta(entry, base.value, cid) if deltas else None) or entry
+        if out[name] is entry:
+            stream.entries[name] = Base(stream.seq, run, entry)
+    return out
+
+
+def checkpoint_diff(cp: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """The checkpoint without values, as changes against the base's."""
+    out = {k: v for k, v in cp.items() if k not in ("channel_versions", "versions_seen")}
+    old = base["channel_versions"]
+    out["cv"] = {k: v for k, v in cp["channel_versions"].items() if old.get(k) != v}
+    out["cvx"] = [k for k in old if k not in cp["channel_versions"]]
+    seen: dict[str, Any] = {}
+    for node, versions in cp["versions_seen"].items():
+        before = base["versions_seen"].get(node)
+        changed = {k: v for k, v in versions.items() if (before or {}).get(k) != v}
+        if changed or before is None:
+            seen[node] = changed
+    out["vs"] = seen
+    return out
+
+
+def reencoded(item: Mapping[str, Any], body: Mapping[str, Any], trim: bool) -> int:
+    """The size of ``item`` with ``body`` framed in place of its own."""
+    if trim:
+        body = {k: v for k, v in body.items() if k not in ("th", "ns", "id", "p")}
+    framed = codec.MAGIC + b"\x04" + codec.KIND_CHECKPOINT + _ZSTD.compress(ormsgpack.packb(body))
+    out = {**item, "b": {"B": framed}}
+    if trim:
+        out = {k: v for k, v in out.items() if k not in _TRIMMED}
+    return item_bytes(out)
+
+
+def simulate(items: list[dict[str, Any]]) -> Totals:
+    """Every checkpoint item of a table, in history order, under every variant."""
+    totals = Totals()
+    streams: dict[tuple[str, str, bool], Stream] = {}
+    checkpoints = sorted(
+        (i for i in items if "h" in i and "tid" not in i),
+        key=lambda i: (i["pk"]["S"], i["sk"]["S"]),
+    )
+    for item in checkpoints:
+        totals.commits += 1
+        key = (item["pk"]["S"], item["ns"]["S"])
+        stream = streams.setdefault((*key, True), Stream())
+        plain = streams.setdefault((*key, False), Stream())
+        stream.seq += 1
+        plain.seq += 1
+        size = item_bytes(item)
+        totals.add("today", size)
+        if "b" not in item:
+            for variant in VARIANTS[1:]:
+                totals.add(variant, size)
+            continue
+        body = ormsgpack.unpackb(codec.unframe(item["b"]["B"], key="-", kind=codec.KIND_CHECKPOINT))
+        run = item.get("run", {}).get("S")
+        only_a = channel_forms(body, plain, run, deltas=False)
+        with_d = channel_forms(body, stream, run, deltas=True)
+        cp = _SERDE.loads_typed(tuple(body["cp"]))
+        diff: Any = body["cp"]
+        if stream.usable(stream.cp, run) and stream.cp is not None:
+            diff = ormsgpack.packb(checkpoint_diff(cp, stream.cp.value), default=str)
+        else:
+            stream.cp = Base(stream.seq, run, cp)
+        totals.add("a", reencoded(item, {**body, "ch": only_a}, trim=False))
+        totals.add("a+d", reencoded(item, {**body, "ch": with_d}, trim=False))
+        totals.add("a+d+cp", reencoded(item, {**body, "ch": with_d, "cp": diff}, trim=False))
+        totals.add("a+d+cp+trim", reencoded(item, {**body, "ch": with_d, "cp": diff}, trim=True))
+    return totals
+
+
+def table_items(drive: Callable[[Any], None]) -> list[dict[str, Any]]:
+    """Run ``drive`` on a fresh S3Saver and return every item of its table."""
+    with local_saver() as saver:
+        drive(saver)
+        client = boto3.client(
+            "dynamodb", region_name="us-east-1",
+            aws_access_key_id="testing", aws_secret_access_key="testing",
+        )  # fmt: skip
+        return list(_scan(client, saver.table))
+
+
+def _scan(client: Any, table: str) -> Iterator[dict[str, Any]]:
+    kwargs: dict[str, Any] = {"TableName": table}
+    while True:
+        page = client.scan(**kwargs)
+        yield from page["Items"]
+        if "LastEvaluatedKey" not in page:
+            return
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def approval(saver: Any) -> None:
+    graph = workloads.build_approval().compile(checkpointer=saver)
+    for i in range(5):
+        cfg = {"configurable": {"thread_id": f"approval-{i}"}}
+        graph.invoke({"request": workloads.approval_request(i)}, cfg)
+        graph.invoke(Command(resume=True), cfg)
+
+
+def chat(saver: Any) -> None:
+    graph = workloads.build_chat().compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "chat"}}
+    for turn in range(1, 201):
+        graph.invoke({"messages": [workloads.user_message(turn)]}, cfg)
+
+
+def fanout(saver: Any) -> None:
+    graph = workloads.build_fanout(10).compile(checkpointer=saver)
+    for i in range(5):
+        cfg = {"configurable": {"thread_id": f"fan-{i}"}}
+        graph.invoke({"topic": workloads.fanout_topic(i)}, cfg)
+
+
+def counter_steps(saver: Any) -> None:
+    """longthread.py's small step: a counter changes beside an unchanged 100 KB value."""
+    config: Any = {"configurable": {"thread_id": "small", "checkpoint_ns": ""}}
+    versions: dict[str, Any] = {}
+    values: dict[str, Any] = {"big": text(seeded("small-steps"), 100_000), "counter": 0}
+    for step in range(21):
+        changed = list(values) if step == 0 else ["counter"]
+        values["counter"] = step
+        for name in changed:
+            versions[name] = saver.get_next_version(versions.get(name), None)
+        checkpoint = {
+            "v": 4, "id": f"1f0{step:05d}-0000-6000-8000-000000000000", "ts": "",
+            "channel_values": dict(values), "channel_versions": dict(versions),
+            "versions_seen": {}, "updated_channels": changed,
+        }  # fmt: skip
+        config = saver.put(config, checkpoint, {"step": step}, {n: versions[n] for n in changed})
+
+
+WORKLOADS = {"(a)": approval, "(b)": chat, "(c)": fanout, "counter step": counter_steps}
+
+
+def main() -> None:
+    print(f"K = {K}; write units of the commits (checkpoint item + head), avg item bytes")
+    print("| workload | commits | variant | transaction WRU | carried WRU | avg item bytes |")
+    print("|---|---:|---|---:|---:|---:|")
+    for name, drive in WORKLOADS.items():
+        totals = simulate(table_items(drive))
+        for variant in VARIANTS:
+            avg = round(totals.size[variant] / max(1, totals.commits))
+            print(
+                f"| {name} | {totals.commits} | {variant} | {totals.tx[variant]} "
+                f"| {totals.carried[variant]} | {avg:,} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
