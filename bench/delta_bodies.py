@@ -49,6 +49,7 @@ from langgraph_s3.testing import local_saver
 
 sys.path.insert(0, str(Path(__file__).parent))
 import workloads
+from capacity import item_size
 from textgen import seeded, text
 
 K = 4
@@ -57,23 +58,6 @@ HEAD_TX_WRU = 2
 _SERDE = JsonPlusSerializer()
 _ZSTD = zstandard.ZstdCompressor(level=3)
 _TRIMMED = ("cid", "th", "ns", "h", "sz")
-
-
-def item_bytes(item: Mapping[str, Any]) -> int:
-    """DynamoDB's size of an item: attribute names plus values."""
-    total = 0
-    for name, value in item.items():
-        total += len(name.encode())
-        kind, data = next(iter(value.items()))
-        if kind in ("S", "N"):
-            total += len(data.encode())
-        elif kind == "B":
-            total += len(data)
-        elif kind == "SS":
-            total += sum(len(e.encode()) for e in data)
-        elif kind == "M":
-            total += 3 + item_bytes(data)
-    return total
 
 
 def kb(size: int) -> int:
@@ -169,7 +153,7 @@ def reencoded(item: Mapping[str, Any], body: Mapping[str, Any], trim: bool) -> i
     out = {**item, "b": {"B": framed}}
     if trim:
         out = {k: v for k, v in out.items() if k not in _TRIMMED}
-    return item_bytes(out)
+    return item_size(out)
 
 
 def simulate(items: list[dict[str, Any]]) -> Totals:
@@ -187,7 +171,7 @@ def simulate(items: list[dict[str, Any]]) -> Totals:
         plain = streams.setdefault((*key, False), Stream())
         stream.seq += 1
         plain.seq += 1
-        size = item_bytes(item)
+        size = item_size(item)
         totals.add("today", size)
         if "b" not in item:
             for variant in VARIANTS[1:]:
