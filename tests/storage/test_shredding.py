@@ -5,7 +5,7 @@ the objects that come back without an index.
 
 The copies are made by hand before the delete: every object of the thread, and
 every index item but the key items (a copy that kept those would still open:
-docs/security.md, "Shredding: what it does not reach")."""
+docs/security.md, "Shredding: what it reaches, and what it does not")."""
 
 from __future__ import annotations
 
