@@ -34,7 +34,12 @@ from tests.layouts.write import saver_options
 
 FIXTURES = Path(__file__).resolve().parents[1] / "layouts"
 #: layout -> (release, commit) that wrote its fixture
-WRITTEN_BY = {"v1": ("0.1.0", "0aaf7d3"), "v2": ("0.2.0", "61aa109"), "v3": ("0.3.0", "3192de3")}
+WRITTEN_BY = {
+    "v1": ("0.1.0", "0aaf7d3"),
+    "v2": ("0.2.0", "61aa109"),
+    "v3": ("0.3.0", "3192de3"),
+    "v4": ("0.4.0", "b3760f1"),
+}
 PREFIX = "fx/"
 
 
