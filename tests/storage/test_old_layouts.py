@@ -4,7 +4,8 @@ collected by today's code, in the same thread as new checkpoints (mixed history)
 Each fixture ``tests/layouts/v{N}.json.gz`` is the bucket and table written by the
 release of layout N running the ``before`` part of each scenario in
 ``tests/layouts/scenarios.py`` (``v1``: 0.1.0, commit 0aaf7d3; ``v2``: 0.2.0, with
-packs, commit 61aa109; ``v3``: 0.3.0, with chunk lists, commit 3192de3); see
+packs, commit 61aa109; ``v3``: 0.3.0, with chunk lists, commit 3192de3; ``v4``:
+0.4.0 with ``encryption=``, sealed, commit b3760f1, read with the key ring it keeps); see
 ``tests/layouts/write.py`` for how they were made. A fixture holds the threads of the
 scenarios that existed when it was written (its recorded ``threads``: those whose
 ``since`` is at most N), and every scenario's ``after`` part runs on every fixture
