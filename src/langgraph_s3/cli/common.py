@@ -35,6 +35,8 @@ err = Console(stderr=True, soft_wrap=True)
 
 #: Environment variable naming the serializer, like ``--serde``.
 SERDE_ENV = "LANGGRAPH_S3_SERDE"
+#: Environment variable naming the KMS key of client-side encryption, like ``--kms-key``.
+KMS_KEY_ENV = "LANGGRAPH_S3_KMS_KEY"
 #: S3's bucket naming rules (the common subset: no dots next to each other or dashes).
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -52,6 +54,9 @@ class Where:
     endpoint_url: str | None = None
     debug: bool = False
     serde: str | None = None
+    #: ``--kms-key`` and ``--previous-kms-key``: client-side encryption (issue 24).
+    kms_key: str | None = None
+    previous_kms_keys: tuple[str, ...] = ()
 
     def saver_args(self) -> dict[str, Any]:
         """``S3Saver`` keyword arguments; a usage error when the storage is not named
@@ -78,7 +83,34 @@ class Where:
         serde = self.serializer()
         if serde is not None:
             args["serde"] = serde
+        encryption = self.encryption(args.get("encryption"))
+        if encryption is not None:
+            args["encryption"] = encryption
         return args
+
+    def encryption(self, from_url: Any = None) -> Any:
+        """The ``KmsKeyRing`` ``--kms-key`` and ``--previous-kms-key`` make, else the
+        one the URL's ``kms_key=`` made (None: no encryption). Both naming a key, they
+        must name the same one."""
+        from langgraph_s3.sealing.kms import KmsKeyRing
+
+        if not self.kms_key:
+            if self.previous_kms_keys:
+                raise InvalidConfigError(
+                    "--previous-kms-key needs --kms-key (or LANGGRAPH_S3_KMS_KEY): the key "
+                    "that wraps new data keys"
+                )
+            return from_url
+        ring = KmsKeyRing(self.kms_key, previous=self.previous_kms_keys)
+        if from_url is not None and from_url.key_id != ring.key_id:
+            raise InvalidConfigError(
+                f"--kms-key {ring.key_id!r} and the URL's kms_key={from_url.key_id!r} differ: "
+                "name the key once"
+            )
+        if from_url is not None:
+            previous = dict.fromkeys([*ring.previous, *from_url.previous])
+            ring = KmsKeyRing(ring.key_id, previous=previous)
+        return ring
 
     def session(self) -> Any:
         """A boto3 session for ``--profile`` (None without one)."""
