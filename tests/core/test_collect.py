@@ -717,7 +717,10 @@ def test_without_encryption_a_sealed_thread_is_protected_once_and_its_expiry_shr
     assert report.errors == [] and garbage() in storage.objects
     [protected] = report.threads_protected
     assert protected["thread_id"] == "t1" and "sealed" in protected["reason"]
-    assert "protected (its objects spared)" in report.summary()
+    assert (
+        "; 1 thread(s) protected, their objects spared (first, thread 't1': its data is sealed"
+        in (report.summary())
+    )
     assert not any(isinstance(op, S3Get) and op.key.startswith("t1/") for op in storage.sent)
     # Expiring it needs no key: its items go, its key items with them.
     dry = storage.run(tmp_path, at=T0 + 3 * DAY, grace=0, idle_ttl=DAY, dry_run=True)

@@ -53,6 +53,7 @@ from langgraph_s3.core.objects import (
 from langgraph_s3.core.packs import objects_in
 from langgraph_s3.core.paging import delete_items
 from langgraph_s3.core.schema import (
+    KEK,
     SK,
     Row,
     checkpoint_ref,
@@ -117,9 +118,12 @@ class GcReport:
             if self.threads_shredded
             else ""
         )
-        protected = "".join(
-            f"; thread {p['thread_id']!r} protected (its objects spared): {p['reason']}"
-            for p in self.threads_protected
+        protected = (
+            f"; {len(self.threads_protected)} thread(s) protected, their objects spared "
+            f"(first, thread {self.threads_protected[0]['thread_id']!r}: "
+            f"{self.threads_protected[0]['reason']})"
+            if self.threads_protected
+            else ""
         )
         return (
             f"{self.threads} thread(s), {len(self.threads_expired)} expired"
@@ -254,10 +258,12 @@ def _unopened(run: _Run, thread_id: str, items: list[dict[str, Any]]) -> Flow[st
     if run.core.encryption is None:
         # Its key items are in the index: its data is sealed, and reading it would
         # fail object by object. Nothing to try.
-        if any(is_key_item(i) for i in items):
+        keks = [i[KEK]["S"] for i in items if is_key_item(i) and KEK in i]
+        if keks:
             return (
-                "its data is sealed (client-side encryption) and this run has no "
-                "encryption=: configure the key ring that wrote it to collect inside it"
+                f"its data is sealed (client-side encryption; its data key was wrapped "
+                f"under {keks[-1]}) and this run has no encryption=: configure the key "
+                "ring that wrote it to collect inside it"
             )
         return None
     try:
