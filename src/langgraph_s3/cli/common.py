@@ -251,6 +251,9 @@ _SHELL_ADVICE = (
     ("pass that one as serde=", "pass that one with --serde MODULE:ATTR (or "
      f"{SERDE_ENV})"),
     ("claim_thread()", "`langgraph-s3 claim`"),
+    ("this run has encryption=, so it reads sealed data only; collect inside it with a "
+     "run without encryption=", "this run was given --kms-key, so it reads sealed data "
+     f"only; run gc without --kms-key (and {KMS_KEY_ENV}) to collect inside it"),
     ("and this run has no encryption=: configure the key ring that wrote it to collect "
      "inside it", "and no --kms-key was given: pass that KMS key with --kms-key (or "
      f"{KMS_KEY_ENV}) to collect inside it"),

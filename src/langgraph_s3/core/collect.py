@@ -267,9 +267,17 @@ def _unopened(run: _Run, thread_id: str, items: list[dict[str, Any]]) -> Flow[st
             )
         return None
     try:
-        yield from thread_key(run.core, thread_id)
+        key = yield from thread_key(run.core, thread_id)
     except DataKeyError as exc:
         return f"{type(exc).__name__}: {exc}"
+    if key is None and any(is_checkpoint_item(i) or is_writes_item(i) for i in items):
+        # Writers create a thread's key before its first object: a thread without
+        # one was written without encryption (reading it would fail object by object).
+        return (
+            "it has no data key item: it was stored without encryption, and this run "
+            "has encryption=, so it reads sealed data only; collect inside it with a run "
+            "without encryption="
+        )
     return None
 
 
