@@ -75,9 +75,12 @@ def test_no_copy_of_a_deleted_thread_opens_and_gc_removes_its_objects(
     with pytest.raises(DataKeyError):
         list(inproc_backend.saver(encryption=Encryption(enc.ring)).list(config))
     # The collector cannot tell what they reference without the key: it spares the
-    # thread's folder and says why.
+    # thread's folder and says why (a protected thread, not damage).
     report = collect(inproc_backend.saver(encryption=Encryption(enc.ring)), grace=0)
-    assert report.objects_deleted == 0 and any("no data key" in e for e in report.errors)
+    assert report.objects_deleted == 0 and not report.errors
+    assert [(p["thread_id"], "no data key" in p["reason"]) for p in report.threads_protected] == [
+        ("t", True)
+    ]
 
     # The same thread id written again gets a new key, which opens none of the copies.
     again = inproc_backend.saver(encryption=Encryption(enc.ring))
