@@ -361,22 +361,10 @@ class AsyncS3Saver(Driver):
         await self.run(delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
 
     async def adelete_tenant(self, tenant_id: str) -> int:
-        """Erase a tenant: delete every thread whose data key is the tenant's (see
-        ``Encryption.tenant_of``), then every version of the tenant's data key.
-
-        Deleting one thread of a tenant shreds nothing (the tenant's other threads use
-        the key); this does. It scans the index for the tenant's threads: an
-        administrator's operation, which needs ``dynamodb:Scan`` besides the rights of
-        ``adelete_thread`` (docs/security.md). Stop the tenant's writers first.
-
-        Args:
-            tenant_id: The tenant, as ``tenant_of`` names it.
+        """Erase a tenant: its threads, then its data key (see ``S3Saver.delete_tenant``).
 
         Returns:
             How many threads it deleted.
-
-        Raises:
-            InvalidConfigError: ``tenant_id`` is not a non-empty string.
         """
         erased = await self.run(shred_tenant(self, tenant_id), Call("delete_tenant"))
         return len(erased.threads)
