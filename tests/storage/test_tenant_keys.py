@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import operator
 import os
+import threading
 from typing import Annotated, Any, TypedDict
 
 import boto3
@@ -156,6 +157,39 @@ def test_the_requests_of_a_tenant_key_are_one_query_per_thread_and_one_load_per_
         ("kms", "Decrypt"),
     ]
     assert cost(datakeys.thread_key(saver, "acme:2")) == [(ddb, "Query")]
+
+
+def test_new_threads_of_a_new_tenant_started_at_once_make_one_key(
+    inproc_backend: Backend, request_log: RequestLog
+) -> None:
+    arn = kms_client(inproc_backend, RequestLog()).create_key()["KeyMetadata"]["Arn"]
+    kms = kms_client(inproc_backend, request_log)
+    # One saver (its loads of the tenant's key wait for one another) and a second one
+    # (its key loses the conditional put and takes the winner's).
+    savers = [writer(inproc_backend, KmsKeyRing(arn), kms_client=kms) for _ in range(2)]
+    starts = [(savers[i % 2], f"acme:{i}") for i in range(6)] + [(savers[1], "acme:0")]
+    barrier = threading.Barrier(len(starts))
+    keys: list[bytes] = []
+
+    def start(saver: Any, thread: str) -> None:
+        barrier.wait()
+        keys.append(saver.run(datakeys.thread_key(saver, thread, create=True)).secret)
+
+    workers = [threading.Thread(target=start, args=pair) for pair in starts]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert len(keys) == len(starts) and len(set(keys)) == 1
+    calls = [name for service, name in request_log.calls if service == "kms"]
+    # One load of the tenant's key per saver: one generates, the other either finds
+    # the key or loses the conditional put (and generated one for nothing); either way
+    # it unwraps the winner's.
+    assert calls.count("GenerateDataKey") in (1, 2) and calls.count("Decrypt") == 1
+    assert key_items(inproc_backend) == {
+        "#tenant/acme": ["k#0000000001"],
+        **{f"acme:{i}": ["k#t"] for i in range(6)},
+    }
 
 
 def test_a_writer_refuses_a_thread_stored_under_another_scope(inproc_backend: Backend) -> None:
