@@ -111,8 +111,8 @@ def storage(
 
 _COMMANDS: list[Callable[..., None]] = [
     inspect.threads, inspect.history, inspect.show, inspect.diff, inspect.stats, inspect.verify,
-    manage.setup, manage.export, manage.migrate, manage.delete, manage.copy, manage.prune,
-    manage.claim, manage.gc, manage.rekey, manage.demo,
+    manage.setup, manage.export, manage.migrate, manage.delete, manage.delete_tenant,
+    manage.copy, manage.prune, manage.claim, manage.gc, manage.rekey, manage.demo,
 ]  # fmt: skip
 
 

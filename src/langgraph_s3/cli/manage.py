@@ -73,6 +73,39 @@ def delete(ctx: typer.Context, thread: str, yes: Yes = False, dry_run: DryRun = 
         out.print(line, markup=False, highlight=False)
 
 
+def delete_tenant(
+    ctx: typer.Context, tenant: str, yes: Yes = False, dry_run: DryRun = False
+) -> None:
+    """Erase a tenant: delete every thread sealed under its data key, then the key itself.
+
+    Deleting one thread of a tenant shreds nothing (the tenant's other threads use its
+    key); this does: whatever copies of the tenant's data remain (backups, old object
+    versions) can no longer be opened. An administrator's command: it needs
+    dynamodb:Scan and dynamodb:Query, dynamodb:BatchWriteItem (or DeleteItem), and
+    s3:ListBucket and s3:DeleteObject. Stop the tenant's writers first.
+
+    Example: langgraph-s3 --url s3://my-bucket/agents/?table=t delete-tenant acme --dry-run
+    """
+    from langgraph_s3.core.tenants import shred_tenant
+
+    with saver(ctx) as s:
+        found = s.run(shred_tenant(s, tenant, dry_run=True))
+        what = (
+            f"delete {len(found.threads)} thread(s) of tenant {tenant!r} and shred its "
+            f"{len(found.key_versions)} data key version(s)"
+        )
+        for thread in found.threads:
+            out.print(f"thread {thread!r}", markup=False)
+        if not _confirm(what, yes, dry_run):
+            return
+        done = s.run(shred_tenant(s, tenant))
+    out.print(
+        f"deleted {len(done.threads)} thread(s) of tenant {tenant!r}; shredded "
+        f"{len(done.key_versions)} data key version(s)",
+        markup=False,
+    )
+
+
 def copy(
     ctx: typer.Context, source: str, target: str, yes: Yes = False, dry_run: DryRun = False
 ) -> None:
