@@ -611,7 +611,8 @@ def test_lambda_example_runs_on_the_stack(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = function_environment(LAMBDA_TEMPLATE, "ApprovalFunction", stack)
-    assert set(env) == {"CHECKPOINT_URL", "APPROVAL_TIMEOUT_SECONDS"}
+    assert set(env) == {"CHECKPOINT_URL", "CHECKPOINT_KMS_KEY", "APPROVAL_TIMEOUT_SECONDS"}
+    assert env["CHECKPOINT_KMS_KEY"] == ""  # no ClientSideKeyArn: no client-side encryption
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("ACTIONS_TABLE", raising=False)  # the ledger is not deployed here
