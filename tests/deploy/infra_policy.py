@@ -190,6 +190,13 @@ def iam_requests(
     )
 
 
+def with_context(request: IamRequest, context: Mapping[str, str]) -> IamRequest:
+    """The same KMS request with another encryption context, as IAM would see it."""
+    keys = {f"kms:EncryptionContext:{k}": (v,) for k, v in context.items()}
+    keys["kms:EncryptionContextKeys"] = tuple(context)
+    return IamRequest(request.action, request.resource, keys, request.api)
+
+
 # ------------------------------------------------------------- evaluation
 def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]

@@ -19,22 +19,28 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.deploy.infra_policy import Arns, IamRequest, allowed, iam_requests
+from tests.deploy.infra_policy import Arns, IamRequest, allowed, iam_requests, with_context
+from tests.deploy.test_gc_lambda import put_big
 from tests.deploy.test_infra import (
     REGION,
+    ROOT,
     RUNTIME_ACTIONS,
     STORAGE,
     Recorder,
+    RolePolicies,
     Stack,
     aws,
     deploy,
+    deploy_collector,
     load_template,
     policy_documents,
+    role_policies,
 )
 
 __all__ = ["aws"]  # the module's moto fixture, shared with test_infra.py
 
 KMS_ACTIONS = {"kms:GenerateDataKey", "kms:Decrypt"}
+GC = ROOT / "infra" / "gc.yaml"
 
 
 @dataclass
@@ -111,27 +117,22 @@ def test_the_grant_adds_exactly_the_two_kms_actions(key_traffic: KeyTraffic) -> 
     assert statement["Resource"] == key_traffic.key
 
 
-def _with_context(request: IamRequest, context: dict[str, str]) -> IamRequest:
-    keys = {f"kms:EncryptionContext:{k}": (v,) for k, v in context.items()}
-    keys["kms:EncryptionContextKeys"] = tuple(context)
-    return replace(request, context=keys)
+# Encryption contexts no role of the "keys/" prefix may use.
+OTHER_CONTEXTS = [
+    ("another prefix", {"prefix": "other-app/", "thread": "customer-42", "key-version": "1"}),
+    ("no prefix", {"thread": "customer-42", "key-version": "1"}),
+    ("no thread or tenant", {"prefix": "keys/", "key-version": "1"}),
+    ("another pair", {"prefix": "keys/", "thread": "t", "key-version": "1", "x": "y"}),
+]
 
 
-@pytest.mark.parametrize(
-    ("what", "context"),
-    [
-        ("another prefix", {"prefix": "other-app/", "thread": "customer-42", "key-version": "1"}),
-        ("no prefix", {"thread": "customer-42", "key-version": "1"}),
-        ("no thread or tenant", {"prefix": "keys/", "key-version": "1"}),
-        ("another pair", {"prefix": "keys/", "thread": "t", "key-version": "1", "x": "y"}),
-    ],
-)
+@pytest.mark.parametrize(("what", "context"), OTHER_CONTEXTS)
 def test_the_grant_refuses_other_encryption_contexts(
     key_traffic: KeyTraffic, what: str, context: dict[str, str]
 ) -> None:
     runtime = [key_traffic.stack.policies["PolicyArn"]]
     for request in key_traffic.kms():
-        assert not allowed(runtime, _with_context(request, context)), (what, request)
+        assert not allowed(runtime, with_context(request, context)), (what, request)
 
 
 def test_the_grant_is_for_the_configured_key_only(key_traffic: KeyTraffic) -> None:
@@ -168,6 +169,128 @@ def test_an_empty_prefix_grants_contexts_without_a_prefix(key_traffic: KeyTraffi
     runtime = runtime_policy("", kms_key="", client_side_key=key_traffic.key)
     request = key_traffic.kms()[0]
     bare = {"thread": "customer-42", "key-version": "1"}
-    assert allowed(runtime, _with_context(request, bare))
-    assert not allowed(runtime, _with_context(request, {**bare, "prefix": "keys/"}))
-    assert not allowed(runtime, _with_context(request, {"key-version": "1"}))
+    assert allowed(runtime, with_context(request, bare))
+    assert not allowed(runtime, with_context(request, {**bare, "prefix": "keys/"}))
+    assert not allowed(runtime, with_context(request, {"key-version": "1"}))
+
+
+# ----------------------------------------------------- gc.yaml with the same key
+@dataclass
+class CollectorKeys:
+    """gc.yaml deployed with and without ``ClientSideKeyArn`` beside a storage stack
+    whose bucket and table use the same key server-side, and one run of the keyed
+    collector (its deployed environment) over a sealed thread."""
+
+    storage: Stack
+    key: str
+    role: RolePolicies
+    plain: RolePolicies
+    plain_env: dict[str, str]
+    traffic: KeyTraffic
+
+
+@pytest.fixture(scope="module")
+def collector_keys(aws: None) -> CollectorKeys:
+    from langgraph_s3 import S3Saver, gc
+    from langgraph_s3.sealing.kms import KmsKeyRing
+
+    key = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
+    storage = deploy("checkpoints-gc", {"Prefix": "keys/", "KmsKeyArn": key,
+                                        "ClientSideKeyArn": key})  # fmt: skip
+    deploy_collector("collector-keys", storage, {"ClientSideKeyArn": key})
+    deploy_collector("collector-plain", storage, {})
+    functions = boto3.client("lambda", region_name=REGION)
+
+    def environment(stack: str) -> dict[str, str]:
+        config = functions.get_function(FunctionName=f"{stack}-collector")["Configuration"]
+        return dict(config["Environment"]["Variables"])
+
+    with S3Saver(bucket=storage.bucket, table=storage.table, prefix=storage.prefix,
+                 index_inline_limit=0, encryption=KmsKeyRing(key)) as saver:  # fmt: skip
+        put_big(saver, "customer-42")
+    recorder = Recorder()
+    make_client = boto3.client
+
+    def recorded_client(*args: Any, **kwargs: Any) -> Any:
+        client = make_client(*args, **kwargs)
+        recorder.attach(client)
+        return client
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in environment("collector-keys").items():
+            mp.setenv(name, value)
+        mp.setattr(boto3, "client", recorded_client)  # the clients the handler makes
+        report = gc.lambda_handler({}, None)
+    assert report["threads"] == 1 and report["threads_protected"] == report["errors"] == []
+    return CollectorKeys(
+        storage=storage,
+        key=key,
+        role=role_policies("collector-keys", GC, "CollectorRole", storage),
+        plain=role_policies("collector-plain", GC, "CollectorRole", storage),
+        plain_env=environment("collector-plain"),
+        traffic=KeyTraffic(storage, key, recorder),
+    )
+
+
+def test_the_collector_role_allows_every_call_of_a_run_and_it_only_decrypts(
+    collector_keys: CollectorKeys,
+) -> None:
+    role = collector_keys.role
+    requests = collector_keys.traffic.requests()
+    assert len(requests) > 5
+    for request in requests:
+        assert allowed(role.documents, request), request
+    (decrypt,) = collector_keys.traffic.kms()  # the thread's data key, once
+    assert decrypt.action == "kms:Decrypt" and decrypt.resource == collector_keys.key
+    assert decrypt.context["kms:EncryptionContext:prefix"] == ("keys/",)
+    # gc.yaml's own statement grants it, whatever the storage stack was given.
+    assert allowed([role.inline["data-keys"]], decrypt)
+
+
+def test_the_collector_may_not_create_data_keys(collector_keys: CollectorKeys) -> None:
+    role, storage = collector_keys.role, collector_keys.storage
+    (decrypt,) = collector_keys.traffic.kms()
+    create = replace(decrypt, action="kms:GenerateDataKey", api="GenerateDataKey")
+    # The storage stack's runtime policy, attached to the role, would allow it.
+    assert allowed([storage.policies["PolicyArn"]], create)
+    assert not allowed(role.documents, create)
+    # S3 and DynamoDB still use the same key server-side for the collector's writes.
+    bucket = f"arn:aws:s3:::{storage.bucket}"
+    through_s3 = IamRequest("kms:GenerateDataKey", collector_keys.key, {
+        "kms:ViaService": (f"s3.{REGION}.amazonaws.com",),
+        "kms:EncryptionContextKeys": ("aws:s3:arn",),
+        "kms:EncryptionContext:aws:s3:arn": (bucket,),
+    })  # fmt: skip
+    assert allowed(role.documents, through_s3)
+
+
+@pytest.mark.parametrize(("what", "context"), OTHER_CONTEXTS)
+def test_the_collector_may_not_decrypt_other_contexts(
+    collector_keys: CollectorKeys, what: str, context: dict[str, str]
+) -> None:
+    (decrypt,) = collector_keys.traffic.kms()
+    assert not allowed(collector_keys.role.documents, with_context(decrypt, context)), what
+
+
+def test_the_collector_may_decrypt_with_the_configured_key_only(
+    collector_keys: CollectorKeys,
+) -> None:
+    (decrypt,) = collector_keys.traffic.kms()
+    other = collector_keys.key.rsplit("/", 1)[0] + "/11111111-2222-3333-4444-555555555555"
+    assert not allowed(collector_keys.role.documents, replace(decrypt, resource=other))
+
+
+def test_a_collector_without_the_key_has_no_kms_statement(collector_keys: CollectorKeys) -> None:
+    plain, storage = collector_keys.plain, collector_keys.storage
+    assert collector_keys.plain_env.get("CHECKPOINT_KMS_KEY", "") == ""
+    assert list(plain.inline) == ["logs-and-failures"]
+    actions = {
+        action
+        for statement in plain.inline["logs-and-failures"]["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str)
+                       else statement["Action"])
+    }  # fmt: skip
+    assert not [a for a in actions if a.startswith("kms:")]
+    # What it may do with KMS is what the storage stack's policies allow, unchanged.
+    assert plain.managed == [storage.policies["PolicyArn"], storage.policies["AdminPolicyArn"]]
+    assert collector_keys.role.managed == plain.managed
