@@ -10,7 +10,10 @@ and what wrapped it (``kek``: the KMS key ARN or the static ring's key id).
 * **Creating** puts the item only if it does not exist (``PutNew``): two writers of a
   new thread each generate a key, one item wins, and the loser unwraps the winner's
   instead of its own, so both seal under the same key.
-* **Reading** takes the newest version (one consistent query) or a given one.
+* **Reading** takes the newest version (one consistent query) or a given one; a
+  saver loads every version (the same one query): objects name the version that
+  sealed them, and there are two only while the thread is re-encrypted
+  (:mod:`langgraph_s3.core.reencrypt`).
 * **Shredding** deletes every version: whatever was sealed under them, in every
   copy, can no longer be opened.
 
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph_s3.core import schema
 from langgraph_s3.core.index import Item, PutNew, Query, RewrapKey, ScanKeyItems
 from langgraph_s3.core.paging import delete_items, read_all
+from langgraph_s3.core.sealed import KeySet
 from langgraph_s3.errors import DataKeyError, S3SaverError
 from langgraph_s3.operations import Flow, WaitKey, perform
 from langgraph_s3.sealing.cipher import DataKey
@@ -142,6 +146,14 @@ def current(core: SaverCore, scope: KeyScope) -> Flow[KeyItem | None]:
     return parse_key_item(page.items[0], scope) if page.items else None
 
 
+def versions(core: SaverCore, scope: KeyScope) -> Flow[list[KeyItem]]:
+    """Every version of the scope's data key, newest first (one consistent query)."""
+    items = yield from read_all(
+        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
+    )
+    return [parse_key_item(item, scope) for item in items]
+
+
 def version(core: SaverCore, scope: KeyScope, number: int) -> Flow[KeyItem | None]:
     """Version ``number`` of the scope's data key, or None if there is no such item."""
     # A consistent Query of that one key, not a GetItem: the runtime policy of
@@ -187,6 +199,9 @@ def create(core: SaverCore, ring: KeyRing, scope: KeyScope, number: int = 1) -> 
             key_id=str(number),
         )
     return (yield from unwrap(core, ring, scope, winner))
+
+
+_create = create  # thread_key's own ``create`` is a flag
 
 
 def key_for(core: SaverCore, ring: KeyRing, scope: KeyScope) -> Flow[DataKey]:
@@ -241,24 +256,26 @@ def thread_key(core: SaverCore, thread_id: str, *, create: bool = False) -> Flow
         if mine:
             break
         yield WaitKey(folder, pending)
-    key: DataKey | None = None
+    keys: KeySet | None = None
     try:
-        key = yield from _load(core, enc.ring, KeyScope.thread(thread_id), create)
-        if key is not None:
+        keys = yield from _load(core, enc.ring, KeyScope.thread(thread_id), create)
+        if keys is not None:
             # Timed from before the read: a shred after it is seen within key_ttl.
-            enc.keys.put(folder, (thread_id, key, started))
+            enc.keys.put(folder, (thread_id, keys, started))
     finally:
-        enc.finish(folder, pending, key is not None)
-    return key
+        enc.finish(folder, pending, keys is not None)
+    return None if keys is None else keys.newest
 
 
-def _load(core: SaverCore, ring: KeyRing, scope: KeyScope, create: bool) -> Flow[DataKey | None]:
-    if create:
-        return (yield from key_for(core, ring, scope))
-    stored = yield from current(core, scope)
-    if stored is None:
-        return None
-    return (yield from unwrap(core, ring, scope, stored))
+def _load(core: SaverCore, ring: KeyRing, scope: KeyScope, create: bool) -> Flow[KeySet | None]:
+    # Every version: the items of a thread being re-encrypted are sealed under two.
+    stored = yield from versions(core, scope)
+    if not stored:
+        return KeySet.of([(yield from _create(core, ring, scope))]) if create else None
+    keys = []
+    for one in stored:
+        keys.append((yield from unwrap(core, ring, scope, one)))
+    return KeySet.of(keys)
 
 
 def thread_keys(core: SaverCore, thread_ids: Sequence[str]) -> Flow[None]:
