@@ -24,6 +24,7 @@ from langgraph_s3.core.commit import claim_thread, put
 from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
 from langgraph_s3.core.setup import setup
+from langgraph_s3.core.reencrypt import Reencrypted, reencrypt_thread
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
@@ -370,6 +371,32 @@ class AsyncS3Saver(Driver):
             Call("copy_thread", str(source_thread_id)),
         )
 
+    async def areencrypt_thread(self, thread_id: str) -> Reencrypted:
+        """Seal a thread's whole history under a new data key and shred the old one.
+
+        For a data key that may have leaked: the thread keeps its id, every
+        checkpoint, pending write, metadata and parent link, and stays readable
+        throughout. Run it while no run writes to the thread (as ``delete_thread``);
+        a run that stopped midway is finished by running it again. See
+        docs/security.md, "Re-encrypting a thread".
+
+        Args:
+            thread_id: The thread to re-encrypt.
+
+        Returns:
+            What was done: the new key version, checkpoints re-sealed, objects
+            uploaded, old versions shredded.
+
+        Raises:
+            InvalidConfigError: The saver has no ``encryption=``.
+            DataKeyError: The thread has data but no data key.
+            ReencryptionError: Runs kept writing under the old key; nothing was
+                shredded. Stop them and run it again.
+        """
+        return await self.run(
+            reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id))
+        )
+
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads (see ``S3Saver.prune``)."""
         await self.run(prune(self, thread_ids, strategy), Call("prune"))
@@ -461,6 +488,10 @@ class AsyncS3Saver(Driver):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Sync ``acopy_thread`` for other threads."""
         self._sync(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def reencrypt_thread(self, thread_id: str) -> Reencrypted:
+        """Sync ``areencrypt_thread`` for other threads."""
+        return self._sync(self.areencrypt_thread(thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Sync ``aprune`` for other threads."""

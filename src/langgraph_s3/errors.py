@@ -184,6 +184,18 @@ class ThreadNotFoundError(S3SaverError):
     what is there)."""
 
 
+class ReencryptionError(S3SaverError):
+    """Re-encrypting thread ``thread_id`` could not finish: checkpoints or pending
+    writes kept being sealed under its old data key (a run is writing to it), so the
+    old key was not shredded. Stop the runs of this thread and re-encrypt it again;
+    the next run goes on where this one stopped.
+    """
+
+    def __init__(self, message: str, *, thread_id: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+
+
 class MissingDependencyError(S3SaverError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
