@@ -23,8 +23,8 @@ from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.core.commit import claim_thread, put
 from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
-from langgraph_s3.core.setup import setup
 from langgraph_s3.core.reencrypt import Reencrypted, reencrypt_thread
+from langgraph_s3.core.setup import setup
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
@@ -491,7 +491,8 @@ class AsyncS3Saver(Driver):
 
     def reencrypt_thread(self, thread_id: str) -> Reencrypted:
         """Sync ``areencrypt_thread`` for other threads."""
-        return self._sync(self.areencrypt_thread(thread_id))
+        done: Reencrypted = self._sync(self.areencrypt_thread(thread_id))
+        return done
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Sync ``aprune`` for other threads."""

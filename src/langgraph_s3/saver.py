@@ -349,9 +349,7 @@ class S3Saver(Driver):
             ReencryptionError: Runs kept writing under the old key; nothing was
                 shredded. Stop them and run it again.
         """
-        return self.run(
-            reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id))
-        )
+        return self.run(reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id)))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` (per namespace, delta-channel aware) or ``"delete"``."""

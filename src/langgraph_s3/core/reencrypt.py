@@ -111,8 +111,10 @@ def reencrypt_thread(core: SaverCore, thread_id: str) -> Flow[Reencrypted]:
     done = Reencrypted(thread_id, target)
     yield from _reseal(core, done, str(target))
     old = tuple(s.version for s in stored if s.version != target)
-    key_items = [{schema.PK: schema.s(scope.pk(core)), schema.SK: schema.s(schema.key_sk(v))} for v in old]
-    yield from delete_items(core, key_items)
+    pk = schema.s(scope.pk(core))
+    yield from delete_items(
+        core, [{schema.PK: pk, schema.SK: schema.s(schema.key_sk(v))} for v in old]
+    )
     enc.forget(folder)
     for v in old:
         enc.ring.forget(scope.context(core, v))
@@ -176,8 +178,10 @@ def stale_items(items: Sequence[Item], target: str, written: set[str]) -> list[I
         elif _key_id(row.body, item[schema.SK]["S"]) != target:
             stale.add(ref)
     for item in items:
-        ref = schema.checkpoint_ref(item) if schema.is_writes_item(item) else None
-        if ref is None or ref not in checkpoints or ref in stale:
+        if not schema.is_writes_item(item):
+            continue
+        ref = schema.checkpoint_ref(item)
+        if ref not in checkpoints or ref in stale:
             continue
         w = schema.parse_writes(item, encrypted=True)
         if w.plain or any(sealed_key_id(d[1:], where=at) != target for _, d, at in w.sealed):
@@ -192,4 +196,3 @@ def stale_items(items: Sequence[Item], target: str, written: set[str]) -> list[I
 
 def _key_id(body: bytes, where: str) -> str:
     return sealed_key_id(codec.sealed_payload(body, key=where), where=where)
-
