@@ -260,6 +260,22 @@ class KeyUnwrapError(DataKeyError):
     """
 
 
+class KeyVersionError(DataKeyError):
+    """A sealed object names version ``key_id`` of thread ``thread_id``'s data key,
+    which the saver does not have.
+
+    ``newer`` False: that version was shredded (the thread was re-encrypted and its
+    old key deleted); the object cannot be opened and is garbage for ``gc``.
+    ``newer`` True: the thread was re-encrypted since the saver loaded its keys;
+    reading again loads them (the savers' reads retry once by themselves).
+    """
+
+    def __init__(self, message: str, *, key_id: str, thread_id: str, newer: bool) -> None:
+        super().__init__(message, key_id=key_id)
+        self.thread_id = thread_id
+        self.newer = newer
+
+
 class KeyServiceError(DataKeyError):
     """The key service (AWS KMS) did not answer in time: throttled, or unavailable for
     the moment, after botocore's own retries. ``key_id`` names the KMS key.

@@ -260,6 +260,10 @@ def thread_key(core: SaverCore, thread_id: str, *, create: bool = False) -> Flow
     try:
         keys = yield from _load(core, enc.ring, KeyScope.thread(thread_id), create)
         if keys is not None:
+            before = enc.keys.get(folder)
+            if before is not None and before[1].newest.key_id != keys.newest.key_id:
+                # Re-encrypted: cached value entries name blobs under the old key.
+                core.caches.forget_thread(thread_id, folder)
             # Timed from before the read: a shred after it is seen within key_ttl.
             enc.keys.put(folder, (thread_id, keys, started))
     finally:

@@ -107,19 +107,26 @@ def reencrypt_thread(core: SaverCore, thread_id: str) -> Flow[Reencrypted]:
         yield from datakeys.create(core, enc.ring, scope, target)
     folder = core.layout.thread_prefix(thread_id)
     enc.forget(folder)
+    # Value entries cached for re-use name blobs under the old key.
+    core.caches.forget_thread(thread_id, folder)
     yield from thread_key(core, thread_id)  # every version; the new one seals
     done = Reencrypted(thread_id, target)
     yield from _reseal(core, done, str(target))
     old = tuple(s.version for s in stored if s.version != target)
+    yield from _shred(core, enc, scope, old)
+    done.shredded = old
+    return done
+
+
+def _shred(core: SaverCore, enc: Encryption, scope: KeyScope, old: Sequence[int]) -> Flow[None]:
+    """Delete the key items of versions ``old``; nothing here keeps them either."""
     pk = schema.s(scope.pk(core))
     yield from delete_items(
         core, [{schema.PK: pk, schema.SK: schema.s(schema.key_sk(v))} for v in old]
     )
-    enc.forget(folder)
+    enc.forget(core.layout.thread_prefix(scope.id))
     for v in old:
         enc.ring.forget(scope.context(core, v))
-    done.shredded = old
-    return done
 
 
 def _encryption(core: SaverCore) -> Encryption:

@@ -46,7 +46,12 @@ from typing import TYPE_CHECKING
 from langgraph_s3 import codec
 from langgraph_s3.cache import LRU
 from langgraph_s3.core.entries import record_from_wire
-from langgraph_s3.errors import DataKeyError, InvalidConfigError, PlaintextObjectError
+from langgraph_s3.errors import (
+    DataKeyError,
+    InvalidConfigError,
+    KeyVersionError,
+    PlaintextObjectError,
+)
 from langgraph_s3.sealing import (
     BlobPlace,
     BodyPlace,
@@ -212,19 +217,30 @@ def _opener(core: SaverCore, folder: str, sealed: bytes, where: str) -> tuple[st
     newer = key_id.isdigit() and int(key_id) > max(loaded, default=0)
     if newer:
         core.encryption.stale(folder)
-    raise DataKeyError(
+    raise KeyVersionError(
         f"{where!r} is sealed under version {key_id} of the data key of thread "
         f"{thread_id!r}, which this saver does not have (it has "
         f"{', '.join(sorted(keys.versions))}): "
         + (
-            "the thread was re-encrypted since its keys were loaded; retry, the next "
-            "call loads them again"
+            "the thread was re-encrypted since its keys were loaded; reading again loads them"
             if newer
             else "that version was shredded (the thread was re-encrypted and its old "
             "key deleted), so this object cannot be opened; it is garbage for gc"
         ),
         key_id=key_id,
+        thread_id=thread_id,
+        newer=newer,
     )
+
+
+def rekeying(core: SaverCore, thread_id: str) -> bool:
+    """Whether the saver holds two versions of the thread's key (it is being
+    re-encrypted): value entries read then may name blobs under the old key, which
+    is about to be shredded, so they are not cached for re-use by later puts."""
+    if core.encryption is None:
+        return False
+    known = core.encryption.keys.get(core.layout.thread_prefix(thread_id))
+    return known is not None and len(known[1].versions) > 1
 
 
 def namer(core: SaverCore, thread_id: str) -> Callable[[bytes], bytes]:
@@ -277,13 +293,16 @@ def open_writes(core: SaverCore, thread_id: str, ns: str, writes: Sequence[Write
     for w in writes:
         if w.plain:
             raise _plaintext(f"pending-write record {w.plain[0]!r}", w.plain[0])
+        # An item's records are opened all or none, so a caller may retry.
+        opened = []
         for index, data, where in w.sealed:
             key = _opener(core, core.layout.thread_prefix(thread_id), data[1:], where)[1]
             place = WritePlace(core.layout.prefix, thread_id, ns, w.checkpoint_id, w.task_id, index)
             raw = open_sealed(key, data[1:], place, where=where)
             if raw[:1] == codec.SEALED_RECORD:  # sealed twice is not a record we write
                 raise _plaintext(f"pending-write record {where!r}", where)
-            w.records.append((index, record_from_wire(codec.unpack_record(raw, key=where), where)))
+            opened.append((index, record_from_wire(codec.unpack_record(raw, key=where), where)))
+        w.records.extend(opened)
         w.sealed.clear()
 
 
