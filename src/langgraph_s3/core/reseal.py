@@ -55,9 +55,7 @@ def copied_item(core: SaverCore, row: Row, body: bytes, dst: str) -> tuple[dict[
         schema.DIGEST: s(digest),
         schema.SIZE: n(len(body)),
     }
-    # The read hints name the source's objects (the old names, under the old key).
-    for attr in (schema.BODY, schema.PREFETCH, schema.PACK_PREFETCH):
-        item.pop(attr, None)
+    item.pop(schema.BODY, None)
     if values.in_index(core, body):
         item[schema.BODY] = b(body)
         return item, None
@@ -128,6 +126,9 @@ def _copy_batch(
     out, puts = [], []
     for row, env, its, ws in zip(rows, envs, items, parsed, strict=True):
         item, put = copied_item(core, row, values.frame_body(core, _renamed(renamer, env)), dst)
+        # The read hints name the source's blobs and packs (their names under its key).
+        item.pop(schema.PREFETCH, None)
+        item.pop(schema.PACK_PREFETCH, None)
         out.append(item)
         puts += [] if put is None else [put]
         out += [_copied_writes(core, renamer, row, i, w) for i, w in zip(its, ws, strict=True)]
