@@ -372,27 +372,8 @@ class AsyncS3Saver(Driver):
         )
 
     async def areencrypt_thread(self, thread_id: str) -> Reencrypted:
-        """Seal a thread's whole history under a new data key and shred the old one.
-
-        For a data key that may have leaked: the thread keeps its id, every
-        checkpoint, pending write, metadata and parent link, and stays readable
-        throughout. Run it while no run writes to the thread (as ``delete_thread``);
-        a run that stopped midway is finished by running it again. See
-        docs/security.md, "Re-encrypting a thread".
-
-        Args:
-            thread_id: The thread to re-encrypt.
-
-        Returns:
-            What was done: the new key version, checkpoints re-sealed, objects
-            uploaded, old versions shredded.
-
-        Raises:
-            InvalidConfigError: The saver has no ``encryption=``.
-            DataKeyError: The thread has data but no data key.
-            ReencryptionError: Runs kept writing under the old key; nothing was
-                shredded. Stop them and run it again.
-        """
+        """Seal a thread under a new data key and shred the old one (see
+        ``S3Saver.reencrypt_thread``)."""
         return await self.run(
             reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id))
         )

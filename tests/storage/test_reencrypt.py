@@ -19,25 +19,17 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from langgraph_s3 import (
-    Encryption,
-    InvalidConfigError,
-    KeyVersionError,
-    ReencryptionError,
-)
+from langgraph_s3 import Encryption, InvalidConfigError, KeyVersionError, ReencryptionError
 from langgraph_s3.core import reseal
 from langgraph_s3.gc import collect
 from langgraph_s3.sealing import StaticKeyRing
 from langgraph_s3.sealing.kms import KmsKeyRing
 from tests.conftest import REGION, Backend, RequestLog
+from tests.core.test_sealed import ring as static_ring
 from tests.graphs.test_encryption import build
 from tests.graphs.test_graphs import cfg
 
 SUB = "child:1"
-
-
-def static_ring() -> StaticKeyRing:
-    return StaticKeyRing({"ring-1": os.urandom(32)}, current="ring-1")
 
 
 def kms_client(backend: Backend) -> Any:
@@ -211,9 +203,12 @@ def test_a_run_that_stopped_midway_is_finished_by_the_next(
     assert snapshot(inproc_backend.saver(encryption=Encryption(ring))) == before
 
 
-def writer_under_the_old_key(backend: Backend, ring: StaticKeyRing, times: int) -> Any:
-    """A saver that loaded the old key, and a hook that has it put a checkpoint in a
-    namespace of its own at each of the re-encryption's first ``times`` batch writes."""
+def racing_a_writer(backend: Backend, times: int) -> tuple[StaticKeyRing, Any, list[Any]]:
+    """A started thread, the saver that will re-encrypt it, and the checkpoints a saver
+    that loaded the old key puts (each in a namespace of its own) at each of the
+    re-encryption's first ``times`` batch writes."""
+    ring = static_ring()
+    start(backend.saver(encryption=Encryption(ring)))
     writer = backend.saver(encryption=Encryption(ring))
     writer.get_tuple(cfg("t"))  # loads version 1 for key_ttl
     written: list[Any] = []
@@ -224,17 +219,15 @@ def writer_under_the_old_key(backend: Backend, ring: StaticKeyRing, times: int) 
             config = {"configurable": {"thread_id": "t", "checkpoint_ns": f"late:{len(written)}"}}
             written.append(writer.put(config, cp, {"step": len(written)}, {}))
 
-    return hook, written
+    operator = backend.saver(encryption=Encryption(ring))
+    operator.dynamodb_client.meta.events.register("before-call.dynamodb.BatchWriteItem", hook)
+    return ring, operator, written
 
 
 def test_a_checkpoint_sealed_under_the_old_key_meanwhile_is_resealed(
     inproc_backend: Backend,
 ) -> None:
-    ring = static_ring()
-    start(inproc_backend.saver(encryption=Encryption(ring)))
-    operator = inproc_backend.saver(encryption=Encryption(ring))
-    hook, written = writer_under_the_old_key(inproc_backend, ring, times=1)
-    operator.dynamodb_client.meta.events.register("before-call.dynamodb.BatchWriteItem", hook)
+    ring, operator, written = racing_a_writer(inproc_backend, times=1)
     done = operator.reencrypt_thread("t")
     assert len(written) == 1 and done.shredded == (1,)
     cold = inproc_backend.saver(encryption=Encryption(ring))
@@ -244,11 +237,7 @@ def test_a_checkpoint_sealed_under_the_old_key_meanwhile_is_resealed(
 def test_runs_that_keep_writing_under_the_old_key_stop_the_shred(
     inproc_backend: Backend,
 ) -> None:
-    ring = static_ring()
-    start(inproc_backend.saver(encryption=Encryption(ring)))
-    operator = inproc_backend.saver(encryption=Encryption(ring))
-    hook, written = writer_under_the_old_key(inproc_backend, ring, times=100)
-    operator.dynamodb_client.meta.events.register("before-call.dynamodb.BatchWriteItem", hook)
+    ring, operator, written = racing_a_writer(inproc_backend, times=100)
     with pytest.raises(ReencryptionError, match="a run is writing to it") as info:
         operator.reencrypt_thread("t")
     assert info.value.thread_id == "t"
