@@ -9,6 +9,7 @@ midway is finished by the next; writes under the old key meanwhile are caught.""
 from __future__ import annotations
 
 import asyncio
+import time
 import os
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import boto3
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
@@ -196,11 +198,19 @@ def test_a_run_that_stopped_midway_is_finished_by_the_next(
         dying.reencrypt_thread("t")
     # Half re-sealed, both versions there; the thread reads the same meanwhile.
     assert key_items(inproc_backend) == ["k#0000000001", "k#0000000002"]
-    assert snapshot(inproc_backend.saver(encryption=Encryption(ring))) == before
+    reader = inproc_backend.saver(encryption=Encryption(ring))
+    assert snapshot(reader) == before
     done = inproc_backend.saver(encryption=Encryption(ring)).reencrypt_thread("t")
     assert (done.version, done.shredded) == (2, (1,))
     assert key_items(inproc_backend) == ["k#0000000002"]
     assert snapshot(inproc_backend.saver(encryption=Encryption(ring))) == before
+    # The reader read the latest checkpoint still under version 1 while it held both
+    # versions: nothing it cached names blobs of version 1 in what it puts now.
+    latest = before["latest "]
+    config = reader.put(latest.config, {**latest.checkpoint, "id": str(uuid6())}, {}, {})
+    got = inproc_backend.saver(encryption=Encryption(ring)).get_tuple(config)
+    assert got is not None
+    assert got.checkpoint["channel_values"] == latest.checkpoint["channel_values"]
 
 
 def racing_a_writer(backend: Backend, times: int) -> tuple[StaticKeyRing, Any, list[Any]]:
@@ -279,3 +289,18 @@ def test_the_async_saver_reencrypts_with_kms(server_backend: Backend) -> None:
     # pending writes of the one it resumed); the older ones are unchanged.
     assert after[f"list {SUB}"] == before[f"list {SUB}"]
     assert after["list "][-len(before["list "]) + 1 :] == before["list "][1:]
+
+
+def test_a_warm_writer_stores_no_entry_naming_blobs_under_the_old_key(
+    inproc_backend: Backend,
+) -> None:
+    ring = static_ring()
+    warm = inproc_backend.saver(encryption=Encryption(ring, key_ttl=0.2))
+    start(warm)  # it caches the entries of the values it stores, to re-use them
+    latest = warm.get_tuple(cfg("t"))
+    inproc_backend.saver(encryption=Encryption(ring)).reencrypt_thread("t")
+    time.sleep(0.25)  # its key_ttl passes: its next call loads the keys again
+    cp = {**latest.checkpoint, "id": str(uuid6())}
+    config = warm.put(latest.config, cp, {"step": 99}, {})  # no channel moved
+    got = inproc_backend.saver(encryption=Encryption(ring)).get_tuple(config)
+    assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
