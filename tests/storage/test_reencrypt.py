@@ -9,8 +9,8 @@ midway is finished by the next; writes under the old key meanwhile are caught.""
 from __future__ import annotations
 
 import asyncio
-import time
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
