@@ -122,9 +122,10 @@ def test_a_thread_reads_the_same_under_its_new_key_and_the_old_key_is_gone(
     calls = request_log.counts()
     # the key versions, again to load both, the thread's items, again to check
     assert calls[("dynamodb", "Query")] == 4
-    assert calls[("dynamodb", "PutItem")] == 1  # the new key version
-    # items written in batches: the new items, and the old key deleted
-    assert calls[("dynamodb", "BatchWriteItem")] >= 2
+    # the new key version, then each checkpoint and writes item in place
+    rewritten = [i for i in inproc_backend.items() if i["sk"]["S"][:2] == "c#"]
+    assert calls[("dynamodb", "PutItem")] == 1 + len(rewritten)
+    assert calls[("dynamodb", "BatchWriteItem")] == 1  # the old key deleted
     assert calls[("s3", "PutObject")] == done.objects
     if ring_kind == "kms":  # the new key, and the old one unwrapped once
         assert (calls[("kms", "GenerateDataKey")], calls[("kms", "Decrypt")]) == (1, 1)
@@ -173,8 +174,8 @@ class Stop(Exception):
     pass
 
 
-def fail_batch_writes(saver: Any, after: int) -> None:
-    """The saver's BatchWriteItem calls fail from the ``after``+1-th on (a crash)."""
+def fail_puts(saver: Any, after: int) -> None:
+    """The saver's PutItem calls fail from the ``after``+1-th on (a crash)."""
     seen = [0]
 
     def hook(**_: Any) -> None:
@@ -182,7 +183,7 @@ def fail_batch_writes(saver: Any, after: int) -> None:
         if seen[0] > after:
             raise Stop("the process died")
 
-    saver.dynamodb_client.meta.events.register("before-call.dynamodb.BatchWriteItem", hook)
+    saver.dynamodb_client.meta.events.register("before-call.dynamodb.PutItem", hook)
 
 
 def test_a_run_that_stopped_midway_is_finished_by_the_next(
@@ -193,7 +194,7 @@ def test_a_run_that_stopped_midway_is_finished_by_the_next(
     start(inproc_backend.saver(encryption=Encryption(ring)))
     before = snapshot(inproc_backend.saver(encryption=Encryption(ring)))
     dying = inproc_backend.saver(encryption=Encryption(ring))
-    fail_batch_writes(dying, after=2)
+    fail_puts(dying, after=8)  # the new key, then the first batches' items
     with pytest.raises(Stop):
         dying.reencrypt_thread("t")
     # Half re-sealed, both versions there; the thread reads the same meanwhile.
@@ -216,7 +217,7 @@ def test_a_run_that_stopped_midway_is_finished_by_the_next(
 def racing_a_writer(backend: Backend, times: int) -> tuple[StaticKeyRing, Any, list[Any]]:
     """A started thread, the saver that will re-encrypt it, and the checkpoints a saver
     that loaded the old key puts (each in a namespace of its own) at each of the
-    re-encryption's first ``times`` batch writes."""
+    re-encryption's first ``times`` PutItem calls (its new key, its items)."""
     ring = static_ring()
     start(backend.saver(encryption=Encryption(ring)))
     writer = backend.saver(encryption=Encryption(ring))
@@ -230,7 +231,7 @@ def racing_a_writer(backend: Backend, times: int) -> tuple[StaticKeyRing, Any, l
             written.append(writer.put(config, cp, {"step": len(written)}, {}))
 
     operator = backend.saver(encryption=Encryption(ring))
-    operator.dynamodb_client.meta.events.register("before-call.dynamodb.BatchWriteItem", hook)
+    operator.dynamodb_client.meta.events.register("before-call.dynamodb.PutItem", hook)
     return ring, operator, written
 
 
@@ -304,3 +305,25 @@ def test_a_warm_writer_stores_no_entry_naming_blobs_under_the_old_key(
     config = warm.put(latest.config, cp, {"step": 99}, {})  # no channel moved
     got = inproc_backend.saver(encryption=Encryption(ring)).get_tuple(config)
     assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
+
+
+def test_a_pending_write_added_while_its_item_is_rewritten_is_kept(
+    inproc_backend: Backend,
+) -> None:
+    ring = static_ring()
+    start(inproc_backend.saver(encryption=Encryption(ring)))
+    writer = inproc_backend.saver(encryption=Encryption(ring))
+    oldest = list(writer.list({"configurable": {"thread_id": "t", "checkpoint_ns": SUB}}))[-1]
+    added: list[bool] = []
+
+    def hook(**_: Any) -> None:  # after the operator read the items, before it rewrites
+        if not added:
+            added.append(True)
+            writer.put_writes(oldest.config, [("__error__", "boom")], "task-0")
+
+    operator = inproc_backend.saver(encryption=Encryption(ring))
+    operator.s3_client.meta.events.register("before-call.s3.PutObject", hook)
+    assert operator.reencrypt_thread("t").shredded == (1,)
+    got = inproc_backend.saver(encryption=Encryption(ring)).get_tuple(oldest.config)
+    assert got is not None and ("task-0", "__error__", "boom") in got.pending_writes
+    assert len(got.pending_writes) == len(oldest.pending_writes) + 1

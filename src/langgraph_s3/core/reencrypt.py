@@ -15,7 +15,8 @@ Theory of operation (:func:`reencrypt_thread`):
    thread): chunks are read, named under the new key and uploaded as loose blobs,
    chunk lists and large bodies too; only then are the batch's index items
    rewritten in place (same keys). A reader sees the old item (its objects, sealed
-   under ``n``, still exist) or the new one (its objects exist already).
+   under ``n``, still exist) or the new one (its objects exist already). Each item
+   is put only if it was not updated since it was read (``index.Replace``).
 3. **Checking.** The thread's items are read again; any checkpoint or pending write
    not sealed under ``n + 1`` (written meanwhile by a run that still had ``n``)
    is re-sealed again, up to :data:`ROUNDS` times, else
@@ -40,11 +41,11 @@ from langgraph_s3 import codec
 from langgraph_s3.core import datakeys, schema
 from langgraph_s3.core.config import thread_value
 from langgraph_s3.core.datakeys import KeyScope, thread_key
-from langgraph_s3.core.index import Item
-from langgraph_s3.core.paging import delete_items, put_items, thread_items
+from langgraph_s3.core.index import Item, Replace
+from langgraph_s3.core.paging import delete_items, thread_items
 from langgraph_s3.core.reseal import copy_sealed
 from langgraph_s3.errors import DataKeyError, InvalidConfigError, ReencryptionError
-from langgraph_s3.operations import Flow
+from langgraph_s3.operations import Flow, perform_all
 from langgraph_s3.sealing import sealed_key_id
 
 if TYPE_CHECKING:
@@ -144,8 +145,14 @@ def _reseal(core: SaverCore, done: Reencrypted, target: str) -> Flow[None]:
     written: set[str] = set()
 
     def write(batch: list[Item], uploaded: int) -> Flow[None]:
-        yield from put_items(core, batch)
-        rows = [schema.parse_row(i) for i in batch if schema.is_checkpoint_item(i)]
+        # Each item only if unchanged since it was read: one a run updated meanwhile
+        # keeps its new records, and the next pass re-seals it.
+        put = yield from perform_all([Replace(core.table, i) for i in batch])
+        rows = [
+            schema.parse_row(i)
+            for i, ok in zip(batch, put, strict=True)
+            if ok and schema.is_checkpoint_item(i)
+        ]
         done.checkpoints += len(rows)
         done.objects += uploaded
         written.update(r.digest for r in rows if r.body is None)
