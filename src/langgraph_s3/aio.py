@@ -25,6 +25,7 @@ from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
 from langgraph_s3.core.reencrypt import Reencrypted, reencrypt_thread
 from langgraph_s3.core.setup import setup
+from langgraph_s3.core.tenants import shred_tenant
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
@@ -360,6 +361,15 @@ class AsyncS3Saver(Driver):
         """Delete every checkpoint, write and object of a thread."""
         await self.run(delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
 
+    async def adelete_tenant(self, tenant_id: str) -> int:
+        """Erase a tenant: its threads, then its data key (see ``S3Saver.delete_tenant``).
+
+        Returns:
+            How many threads it deleted.
+        """
+        erased = await self.run(shred_tenant(self, tenant_id), Call("delete_tenant"))
+        return len(erased.threads)
+
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
         await self.run(delete_for_runs(self, run_ids), Call("delete_for_runs"))
@@ -461,6 +471,10 @@ class AsyncS3Saver(Driver):
     def delete_thread(self, thread_id: str) -> None:
         """Sync ``adelete_thread`` for other threads."""
         self._sync(self.adelete_thread(thread_id))
+
+    def delete_tenant(self, tenant_id: str) -> int:
+        """Sync ``adelete_tenant`` for other threads."""
+        return self._sync(self.adelete_tenant(tenant_id))  # type: ignore[no-any-return]
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Sync ``adelete_for_runs`` for other threads."""

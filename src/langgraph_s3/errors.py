@@ -253,6 +253,14 @@ class UnknownKeyError(DataKeyError):
     """
 
 
+class KeyScopeError(DataKeyError):
+    """A thread's stored key scope (its own data key, or a tenant's) is not the one the
+    saver's ``tenant_of`` names for it. Nothing was sealed under either: fix
+    ``tenant_of`` (every writer of a thread must agree), or copy the thread to a new
+    id, which takes the scope ``tenant_of`` gives; retrying will not help.
+    """
+
+
 class KeyUnwrapError(DataKeyError):
     """A wrapped data key was refused: it was altered, or it is being unwrapped with an
     encryption context other than the one it was wrapped with (a key item moved to

@@ -88,6 +88,15 @@ def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             "next run collects what they leave",
             errors=report.errors,
         )
+    if report.threads_protected:
+        first = report.threads_protected[0]
+        raise DamageFoundError(
+            f"garbage collection could not open {len(report.threads_protected)} thread(s) "
+            f"(first: {first['thread_id']!r}: {first['reason']}); their objects were "
+            "spared. For encrypted storage add kms_key=ARN to "
+            "CHECKPOINT_CONNECTION_STRING and grant the function kms:Decrypt on that key",
+            errors=[f"{p['thread_id']}: {p['reason']}" for p in report.threads_protected],
+        )
     return asdict(report)
 
 

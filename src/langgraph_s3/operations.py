@@ -75,7 +75,8 @@ class WaitUpload(Request[bool]):
 @dataclass(frozen=True)
 class WaitKey(Request[bool]):
     """Wait for another flow's load of the data key of the thread stored under
-    ``folder`` (client-side encryption). Result: ``True`` if it loaded one."""
+    ``folder``, or of the tenant whose partition key it is (client-side encryption).
+    Result: ``True`` if it loaded one."""
 
     folder: str
     pending: Future[bool] = field(compare=False, repr=False)

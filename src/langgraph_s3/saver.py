@@ -26,6 +26,7 @@ from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
 from langgraph_s3.core.reencrypt import Reencrypted, reencrypt_thread
 from langgraph_s3.core.setup import setup
+from langgraph_s3.core.tenants import shred_tenant
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
@@ -316,6 +317,27 @@ class S3Saver(Driver):
         """Delete every checkpoint, write and object of a thread."""
         self.run(delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
 
+    def delete_tenant(self, tenant_id: str) -> int:
+        """Erase a tenant: delete every thread whose data key is the tenant's (see
+        ``Encryption.tenant_of``), then every version of the tenant's data key.
+
+        Deleting one thread of a tenant shreds nothing (the tenant's other threads use
+        the key); this does. It scans the index for the tenant's threads: an
+        administrator's operation, which needs ``dynamodb:Scan`` besides the rights of
+        ``delete_thread`` (docs/security.md). Stop the tenant's writers first.
+
+        Args:
+            tenant_id: The tenant, as ``tenant_of`` names it.
+
+        Returns:
+            How many threads it deleted.
+
+        Raises:
+            InvalidConfigError: ``tenant_id`` is not a non-empty string.
+        """
+        erased = self.run(shred_tenant(self, tenant_id), Call("delete_tenant"))
+        return len(erased.threads)
+
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
         self.run(delete_for_runs(self, run_ids), Call("delete_for_runs"))
@@ -423,6 +445,10 @@ class S3Saver(Driver):
     async def adelete_thread(self, thread_id: str) -> None:
         """``delete_thread`` on a worker thread."""
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_tenant(self, tenant_id: str) -> int:
+        """``delete_tenant`` on a worker thread."""
+        return await asyncio.to_thread(self.delete_tenant, tenant_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """``delete_for_runs`` on a worker thread."""

@@ -73,7 +73,13 @@ class Stored:
 
 def _answer(stored: Stored, op: Any) -> Any:
     if isinstance(op, Query) and op.prefix == schema.KEY_SK_PREFIX:
-        return Page(list(stored.key_items), None)  # with encryption=: the thread's key
+        # With encryption=: the key items (or a tenant reference) of the partition asked.
+        items = sorted(
+            (i for i in stored.key_items if i[schema.PK]["S"] == op.pk),
+            key=lambda i: str(i[schema.SK]["S"]),
+            reverse=op.newest_first,
+        )
+        return Page(items[: op.limit], None)
     if isinstance(op, PutNew):
         stored.key_items.append(dict(op.item))
         return True

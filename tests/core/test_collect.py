@@ -673,24 +673,75 @@ def test_with_encryption_young_writes_are_opened_or_their_folder_spared(
     assert (garbage() in condemned) == (ns == "")  # a hashed namespace spares the folder
 
 
+def sealed_thread(storage: Storage) -> tuple[Any, Stored, Stored]:
+    """A sealed thread t1 (a checkpoint with a value blob, a large pending write) in
+    ``storage``: its ``Encryption``, checkpoint and writes."""
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    enc = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
+    c1 = store(config(), checkpoint("c1", {"big": BIG}), core=sealed_writer(enc))
+    w1 = store_writes(config("t1", "c1"), [("out", HUGE)], "task", core=sealed_writer(enc))
+    storage.add(c1, w1)
+    return enc, c1, w1
+
+
 def test_with_encryption_the_collector_opens_with_the_keys_or_spares_the_thread(
     tmp_path: Path,
 ) -> None:
     from langgraph_s3 import Encryption
     from langgraph_s3.sealing import StaticKeyRing
 
-    enc = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
     storage = Storage()
-    c1 = store(config(), checkpoint("c1", {"big": BIG}), core=sealed_writer(enc))
-    w1 = store_writes(config("t1", "c1"), [("out", HUGE)], "task", core=sealed_writer(enc))
-    storage.add(c1, w1)
+    enc, c1, w1 = sealed_thread(storage)
     storage.objects[garbage()] = (b"junk", T0)
     # Without the thread's key (a ring that does not unwrap it): nothing of its
     # folder goes, and the run says why.
     storage.encryption = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
     report = storage.run(tmp_path, at=T0 + DAY, grace=0)
-    assert garbage() in storage.objects and "does not unwrap" in report.errors[0]
+    assert garbage() in storage.objects and not report.errors
+    [protected] = report.threads_protected
+    assert protected["thread_id"] == "t1" and "does not unwrap" in protected["reason"]
     storage.encryption = enc
     report = storage.run(tmp_path, at=T0 + DAY, grace=0)
     assert not report.errors and garbage() not in storage.objects
     assert all(k in storage.objects for k in (*c1.objects, *w1.objects))
+    # A thread stored without encryption: spared, once, with the reason.
+    plain = a_thread("plain")
+    storage.add(*plain)
+    storage.objects[garbage("plain")] = (b"junk", T0)
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert not report.errors and garbage("plain") in storage.objects
+    [protected] = report.threads_protected
+    assert (
+        protected["thread_id"] == "plain" and "stored without encryption" in (protected["reason"])
+    )
+
+
+def test_without_encryption_a_sealed_thread_is_protected_once_and_its_expiry_shreds_it(
+    tmp_path: Path,
+) -> None:
+    storage = Storage()
+    _, c1, _ = sealed_thread(storage)
+    storage.add(*a_thread("plain", at=T0 + DAY))
+    assert c1.key_items  # what marks the thread sealed, readable without its key
+    storage.objects[garbage()] = (b"junk", T0)
+    # A run without encryption= reads nothing of the sealed thread and spares it,
+    # saying why once (not once per object).
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert report.errors == [] and garbage() in storage.objects
+    [protected] = report.threads_protected
+    assert protected["thread_id"] == "t1" and "sealed" in protected["reason"]
+    assert (
+        "; 1 thread(s) protected, their objects spared (first, thread 't1': its data is sealed"
+        in (report.summary())
+    )
+    assert not any(isinstance(op, S3Get) and op.key.startswith("t1/") for op in storage.sent)
+    # Expiring it needs no key: its items go, its key items with them.
+    dry = storage.run(tmp_path, at=T0 + 3 * DAY, grace=0, idle_ttl=DAY, dry_run=True)
+    assert dry.threads_shredded == ["t1"] and "1 of them would be shredded" in dry.summary()
+    report = storage.run(tmp_path, at=T0 + 3 * DAY, grace=0, idle_ttl=DAY)
+    assert set(report.threads_expired) == {"t1", "plain"}
+    assert report.threads_shredded == ["t1"] and report.threads_protected == []
+    assert not [k for k in storage.items if k[1].startswith(schema.KEY_SK_PREFIX)]
+    assert json.loads(report.to_json())["threads_shredded"] == ["t1"]

@@ -21,7 +21,13 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from langgraph_s3 import Encryption, InvalidConfigError, KeyVersionError, ReencryptionError
+from langgraph_s3 import (
+    Encryption,
+    InvalidConfigError,
+    KeyScopeError,
+    KeyVersionError,
+    ReencryptionError,
+)
 from langgraph_s3.core import reseal
 from langgraph_s3.gc import collect
 from langgraph_s3.sealing import StaticKeyRing
@@ -327,3 +333,12 @@ def test_a_pending_write_added_while_its_item_is_rewritten_is_kept(
     got = inproc_backend.saver(encryption=Encryption(ring)).get_tuple(oldest.config)
     assert got is not None and ("task-0", "__error__", "boom") in got.pending_writes
     assert len(got.pending_writes) == len(oldest.pending_writes) + 1
+
+
+def test_a_thread_under_its_tenants_key_is_refused(inproc_backend: Backend) -> None:
+    ring = static_ring()
+    tenant = Encryption(ring, tenant_of=lambda thread: "acme")
+    start(inproc_backend.saver(encryption=tenant))
+    with pytest.raises(KeyScopeError, match="re-encrypting a tenant is not built yet"):
+        inproc_backend.saver(encryption=Encryption(ring)).reencrypt_thread("t")
+    assert snapshot(inproc_backend.saver(encryption=Encryption(ring)))  # nothing changed

@@ -6,7 +6,8 @@
 1. **Retention.** With ``idle_ttl``, a thread whose last write (or, with
    ``touch_on_read``, last read) is older than ``idle_ttl`` is expired: its index
    items are deleted. A thread paused on ``interrupt()`` is live work and is kept
-   unless ``keep_interrupted=False``.
+   unless ``keep_interrupted=False``. An encrypted thread's items include its data
+   key items: expiring it shreds its data (no key needed), and the report says so.
 2. **Mark.** Every object referenced by the index: the checkpoint objects, the
    blobs their values use and the blobs of large pending writes.
 3. **Sweep, in two phases.** An object that nothing references is *condemned*;
@@ -52,10 +53,12 @@ from langgraph_s3.core.objects import (
 from langgraph_s3.core.packs import objects_in
 from langgraph_s3.core.paging import delete_items
 from langgraph_s3.core.schema import (
+    KEK,
     SK,
     Row,
     checkpoint_ref,
     is_checkpoint_item,
+    is_key_item,
     is_writes_item,
     keys_of,
     parse_row,
@@ -92,6 +95,11 @@ class GcReport:
     threads: int = 0
     threads_expired: list[str] = field(default_factory=list)
     threads_kept_interrupted: list[str] = field(default_factory=list)
+    #: Expired threads whose data key items were deleted with them (shredded).
+    threads_shredded: list[str] = field(default_factory=list)
+    #: Threads whose folders were spared because their data key did not load, or
+    #: their data is sealed and the run has no ``encryption=``: thread_id, reason.
+    threads_protected: list[dict[str, str]] = field(default_factory=list)
     objects: int = 0
     objects_referenced: int = 0
     objects_condemned: int = 0
@@ -104,14 +112,28 @@ class GcReport:
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
+        shredded = (
+            f", {len(self.threads_shredded)} of them {'would be ' if self.dry_run else ''}"
+            "shredded (data keys deleted)"
+            if self.threads_shredded
+            else ""
+        )
+        protected = (
+            f"; {len(self.threads_protected)} thread(s) protected, their objects spared "
+            f"(first, thread {self.threads_protected[0]['thread_id']!r}: "
+            f"{self.threads_protected[0]['reason']})"
+            if self.threads_protected
+            else ""
+        )
         return (
             f"{self.threads} thread(s), {len(self.threads_expired)} expired"
-            f" ({len(self.threads_kept_interrupted)} kept: waiting on an interrupt); "
+            f" ({len(self.threads_kept_interrupted)} kept: waiting on an interrupt{shredded}); "
             f"{self.objects} object(s), {self.objects_referenced} referenced, "
             f"{self.objects_condemned} condemned (waiting out the grace period), "
             f"{verb} {self.objects_deleted} ({self.bytes_deleted} bytes) and "
             f"{self.orphan_writes} pending-write item(s) of checkpoints never committed"
             + (f"; {len(self.errors)} error(s)" if self.errors else "")
+            + protected
         )
 
     def to_json(self) -> str:
@@ -189,6 +211,8 @@ def _expired(
         run.report.threads_kept_interrupted.append(thread_id)
         return False
     run.report.threads_expired.append(thread_id)
+    if any(is_key_item(i) for i in items):
+        run.report.threads_shredded.append(thread_id)
     return True
 
 
@@ -211,10 +235,10 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
             # find what they reference: it needs the thread's key. A key it cannot
             # load (refused, access denied) protects the thread's folder.
             thread_id = thread_id_of(run.core.layout, items)
-            try:
-                yield from thread_key(run.core, thread_id)
-            except DataKeyError as exc:
-                _protect(run, run.core.layout.thread_prefix(thread_id), exc)
+            reason = yield from _unopened(run, thread_id, items)
+            if reason is not None:
+                run.protected.append(run.core.layout.thread_prefix(thread_id))
+                run.report.threads_protected.append({"thread_id": thread_id, "reason": reason})
                 continue
             rows.extend(_mark_thread(run, items, orphans))
         while len(rows) >= _MARK_BATCH:  # a long history is read a batch at a time too
@@ -227,6 +251,34 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
     yield from _mark_checkpoints(run, rows)
     yield from _mark_lists(run)
     yield from _drop_orphans(run, orphans)
+
+
+def _unopened(run: _Run, thread_id: str, items: list[dict[str, Any]]) -> Flow[str | None]:
+    """Why the run cannot open a thread's data (None: it can, or it is not sealed)."""
+    if run.core.encryption is None:
+        # Its key items are in the index: its data is sealed, and reading it would
+        # fail object by object. Nothing to try.
+        keks = [i[KEK]["S"] for i in items if is_key_item(i) and KEK in i]
+        if keks:
+            return (
+                f"its data is sealed (client-side encryption; its data key was wrapped "
+                f"under {keks[-1]}) and this run has no encryption=: configure the key "
+                "ring that wrote it to collect inside it"
+            )
+        return None
+    try:
+        key = yield from thread_key(run.core, thread_id)
+    except DataKeyError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if key is None and any(is_checkpoint_item(i) or is_writes_item(i) for i in items):
+        # Writers create a thread's key before its first object: a thread without
+        # one was written without encryption (reading it would fail object by object).
+        return (
+            "it has no data key item: it was stored without encryption, and this run "
+            "has encryption=, so it reads sealed data only; collect inside it with a run "
+            "without encryption="
+        )
+    return None
 
 
 def _drop_orphans(run: _Run, orphans: list[dict[str, Any]]) -> Flow[None]:

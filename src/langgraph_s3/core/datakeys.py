@@ -16,6 +16,11 @@ and what wrapped it (``kek``: the KMS key ARN or the static ring's key id).
   (:mod:`langgraph_s3.core.reencrypt`).
 * **Shredding** deletes every version: whatever was sealed under them, in every
   copy, can no longer be opened.
+* **Tenants.** A writer whose ``Encryption.tenant_of`` names a tenant for a new thread
+  puts a *tenant reference* in the thread's partition instead of a key
+  (``schema.TENANT_REF_SK``, naming the tenant in ``tn``); it sorts after every key
+  version, so the one query that reads a thread's newest key item finds it, and any
+  reader follows it to the tenant's key: readers need no ``tenant_of``.
 
 The encryption context of a wrapped key names the prefix (when there is one), the
 thread or tenant, and the key version, so a key item moved to another thread or put
@@ -27,7 +32,7 @@ read from the item.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -35,7 +40,7 @@ from langgraph_s3.core import schema
 from langgraph_s3.core.index import Item, PutNew, Query, RewrapKey, ScanKeyItems
 from langgraph_s3.core.paging import delete_items, read_all
 from langgraph_s3.core.sealed import KeySet
-from langgraph_s3.errors import DataKeyError, S3SaverError
+from langgraph_s3.errors import DataKeyError, KeyScopeError, S3SaverError
 from langgraph_s3.operations import Flow, WaitKey, perform
 from langgraph_s3.sealing.cipher import DataKey
 from langgraph_s3.sealing.kms import KmsKeyRing
@@ -140,10 +145,8 @@ def parse_key_item(item: Mapping[str, Any], scope: KeyScope) -> KeyItem:
 
 def current(core: SaverCore, scope: KeyScope) -> Flow[KeyItem | None]:
     """The newest version of the scope's data key, or None if it has none."""
-    page = yield from perform(
-        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True, limit=1)
-    )
-    return parse_key_item(page.items[0], scope) if page.items else None
+    newest = yield from _newest(core, scope)
+    return None if newest is None else parse_key_item(newest, scope)
 
 
 def versions(core: SaverCore, scope: KeyScope) -> Flow[list[KeyItem]]:
@@ -151,7 +154,7 @@ def versions(core: SaverCore, scope: KeyScope) -> Flow[list[KeyItem]]:
     items = yield from read_all(
         Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
     )
-    return [parse_key_item(item, scope) for item in items]
+    return [parse_key_item(item, scope) for item in items if not schema.is_tenant_ref(item)]
 
 
 def version(core: SaverCore, scope: KeyScope, number: int) -> Flow[KeyItem | None]:
@@ -212,7 +215,7 @@ def key_for(core: SaverCore, ring: KeyRing, scope: KeyScope) -> Flow[DataKey]:
     return (yield from unwrap(core, ring, scope, stored))
 
 
-def shred(core: SaverCore, ring: KeyRing, scope: KeyScope) -> Flow[int]:
+def shred(core: SaverCore, ring: KeyRing | None, scope: KeyScope) -> Flow[int]:
     """Delete every version of the scope's data key (crypto-shredding).
 
     Whatever was sealed under them, in this bucket, its replicas, old versions and
@@ -225,7 +228,8 @@ def shred(core: SaverCore, ring: KeyRing, scope: KeyScope) -> Flow[int]:
         Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, keys_only=True)
     )
     yield from delete_items(core, schema.keys_of(items))
-    ring.forget(scope.names(core))
+    if ring is not None:  # None: an administrator's saver without encryption
+        ring.forget(scope.names(core))
     return len(items)
 
 
@@ -237,37 +241,74 @@ def thread_key(core: SaverCore, thread_id: str, *, create: bool = False) -> Flow
     :class:`~langgraph_s3.errors.DataKeyError`).
 
     A key loaded less than ``key_ttl`` ago is used as it is: a superstep costs no
-    request. Otherwise its key item is read (one ``Query``) and unwrapped (a KMS key
-    ring asks KMS unless it has it cached); ``create``, a writer's call, makes
-    version 1 if the thread has none (two writers agree on one, :func:`create`).
+    request. Otherwise the thread's newest key item is read (one ``Query``): its own
+    wrapped key, unwrapped (a KMS key ring asks KMS unless it has it cached), or a
+    tenant reference, whose tenant's key is loaded as :func:`tenant_key` does.
+    ``create``, a writer's call, makes what the thread lacks: version 1 of its own key,
+    or, if ``Encryption.tenant_of`` names a tenant, the reference (and the tenant's key
+    if it has none); two writers agree on one (:func:`create`).
+
+    Raises:
+        KeyScopeError: The saver has ``tenant_of`` and the thread's stored scope is not
+            the one it names.
     """
     enc = core.encryption
     if enc is None:
         return None
     folder = core.layout.thread_prefix(thread_id)
+    check = create and enc.tenant_of is not None
+    if check and folder not in enc.scopes:
+        enc.forget(folder)  # its scope was evicted: load it again to check it
+    key = yield from _cached(core, folder, thread_id, lambda: _load_thread(core, thread_id, create))
+    if check and key is not None:
+        _check_scope(thread_id, enc.tenant(thread_id), enc.scopes.get(folder))
+    return key
+
+
+def tenant_key(core: SaverCore, tenant: str, *, create: bool = False) -> Flow[DataKey | None]:
+    """The tenant's data key (None without encryption, or if it has none and ``create``
+    is false), cached like a thread's under the tenant's partition key."""
+    enc = core.encryption
+    if enc is None:
+        return None
+    scope = KeyScope.tenant(tenant)
+    return (
+        yield from _cached(
+            core, scope.pk(core), tenant, lambda: _load(core, enc.ring, scope, create)
+        )
+    )
+
+
+def _cached(
+    core: SaverCore, slot: str, owner: str, load: Callable[[], Flow[KeySet | None]]
+) -> Flow[DataKey | None]:
+    """The newest key ``Encryption.keys`` holds for ``slot`` (a thread folder or a
+    tenant's partition key) if fresh, else of ``load``'s, kept there as ``owner``'s."""
+    enc = core.encryption
+    assert enc is not None
     while True:
         started = time.monotonic()
-        known = enc.fresh(folder, started)
+        known = enc.fresh(slot, started)
         if known is not None:
             return known
-        # One load per thread at a time: LangGraph starts a new thread with several
+        # One load per slot at a time: LangGraph starts a new thread with several
         # calls at once, and each would otherwise create (and pay for) a key.
-        pending, mine = enc.claim(folder)
+        pending, mine = enc.claim(slot)
         if mine:
             break
-        yield WaitKey(folder, pending)
+        yield WaitKey(slot, pending)
     keys: KeySet | None = None
     try:
-        keys = yield from _load(core, enc.ring, KeyScope.thread(thread_id), create)
+        keys = yield from load()
         if keys is not None:
-            before = enc.keys.get(folder)
+            before = enc.keys.get(slot)
             if before is not None and before[1].newest.key_id != keys.newest.key_id:
                 # Re-encrypted: cached value entries name blobs under the old key.
-                core.caches.forget_thread(thread_id, folder)
+                core.caches.forget_thread(owner, slot)
             # Timed from before the read: a shred after it is seen within key_ttl.
-            enc.keys.put(folder, (thread_id, keys, started))
+            enc.keys.put(slot, (owner, keys, started))
     finally:
-        enc.finish(folder, pending, keys is not None)
+        enc.finish(slot, pending, keys is not None)
     return None if keys is None else keys.newest
 
 
@@ -280,6 +321,120 @@ def _load(core: SaverCore, ring: KeyRing, scope: KeyScope, create: bool) -> Flow
     for one in stored:
         keys.append((yield from unwrap(core, ring, scope, one)))
     return KeySet.of(keys)
+
+
+def _load_thread(core: SaverCore, thread_id: str, writer: bool) -> Flow[KeySet | None]:
+    """A thread's keys from its key items, its own or its tenant's (one Query);
+    records whose they are in ``Encryption.scopes``."""
+    enc = core.encryption
+    assert enc is not None
+    scope = KeyScope.thread(thread_id)
+    folder = core.layout.thread_prefix(thread_id)
+    # Every item: a thread being re-encrypted has two versions (the reference, if
+    # any, sorts after them all).
+    items = yield from read_all(
+        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
+    )
+    newest: Mapping[str, Any] | None = items[0] if items else None
+    if newest is None and not writer:
+        return None
+    if newest is None:
+        wanted = enc.tenant(thread_id)
+        if wanted is None:
+            enc.scopes.put(folder, "")
+            return KeySet.of([(yield from create(core, enc.ring, scope))])
+        keys = yield from _tenant_keys(core, wanted, create=True)  # before the reference
+        newest = yield from _refer(core, thread_id, wanted)
+        if referenced_tenant(newest, thread_id) == wanted:
+            enc.scopes.put(folder, wanted)
+            return keys
+    # What is stored, whatever tenant_of says: a writer checks it (thread_key).
+    if not schema.is_tenant_ref(newest):
+        enc.scopes.put(folder, "")
+        unwrapped = []
+        stored_items: Sequence[Mapping[str, Any]] = items or [newest]  # or the winner's
+        for item in stored_items:
+            stored = parse_key_item(item, scope)
+            unwrapped.append((yield from unwrap(core, enc.ring, scope, stored)))
+        return KeySet.of(unwrapped)
+    tenant = referenced_tenant(newest, thread_id)
+    enc.scopes.put(folder, tenant)
+    return (yield from _tenant_keys(core, tenant, create=writer))
+
+
+def _tenant_keys(core: SaverCore, tenant: str, *, create: bool) -> Flow[KeySet | None]:
+    """The tenant's loaded keys (:func:`tenant_key`), to cache for one of its threads."""
+    assert core.encryption is not None
+    yield from tenant_key(core, tenant, create=create)
+    known = core.encryption.keys.get(KeyScope.tenant(tenant).pk(core))
+    return None if known is None else known[1]
+
+
+# ------------------------------------------------------- tenant references
+def tenant_ref(core: SaverCore, thread_id: str, tenant: str) -> Item:
+    """The item saying that thread ``thread_id``'s data key is tenant ``tenant``'s."""
+    return {
+        schema.PK: schema.s(core.layout.pk(thread_id)),
+        schema.SK: schema.s(schema.TENANT_REF_SK),
+        schema.THREAD: schema.s(thread_id),
+        schema.TENANT: schema.s(tenant),
+        schema.AT: schema.n(core.now_ms()),
+    }
+
+
+def referenced_tenant(item: Mapping[str, Any], thread_id: str) -> str:
+    """The tenant a thread's tenant reference names.
+
+    Raises:
+        DataKeyError: It names none (it was altered).
+    """
+    tenant = item.get(schema.TENANT, {}).get("S")
+    if not isinstance(tenant, str) or not tenant:
+        raise DataKeyError(
+            f"the tenant reference of thread {thread_id!r} names no tenant: it was altered "
+            "after it was written; restore it from a backup",
+            key_id=schema.TENANT_REF_SK,
+        )
+    return tenant
+
+
+def _newest(core: SaverCore, scope: KeyScope) -> Flow[Mapping[str, Any] | None]:
+    """The scope's newest key item as stored (for a thread: its tenant reference, if any)."""
+    page = yield from perform(
+        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True, limit=1)
+    )
+    return page.items[0] if page.items else None
+
+
+def _refer(core: SaverCore, thread_id: str, tenant: str) -> Flow[Mapping[str, Any]]:
+    """Put the thread's tenant reference unless another writer did: then theirs."""
+    item = tenant_ref(core, thread_id, tenant)
+    if (yield from perform(PutNew(core.table, item))):
+        return item
+    theirs = yield from _newest(core, KeyScope.thread(thread_id))
+    if theirs is None:
+        raise DataKeyError(
+            f"another writer started thread {thread_id!r} first, and its key items were "
+            "deleted before they could be read (deleted meanwhile): retry",
+            key_id=schema.TENANT_REF_SK,
+        )
+    return theirs
+
+
+def _check_scope(thread_id: str, wanted: str | None, stored: str | None) -> None:
+    """Refuse to write a thread whose stored scope (its tenant, "" for its own key) is
+    not the one ``tenant_of`` names (``wanted``)."""
+    if stored == (wanted or ""):
+        return
+    said = f"tenant {wanted!r}" if wanted else "a key of its own"
+    has = f"the key of tenant {stored!r}" if stored else "a key of its own"
+    raise KeyScopeError(
+        f"thread {thread_id!r} is sealed under {has}, but tenant_of says {said}; this "
+        "saver does not write it under another scope. Fix tenant_of (every writer of a "
+        "thread must agree on it), or copy the thread to a new id to move it to the scope "
+        "tenant_of gives",
+        key_id=thread_id,
+    )
 
 
 def thread_keys(core: SaverCore, thread_ids: Sequence[str]) -> Flow[None]:
@@ -350,8 +505,8 @@ def rekey(core: SaverCore, ring: KeyRing, *, dry_run: bool = False) -> Flow[Reke
     done = Rekeyed([], [], [])
     for item in sorted(items, key=lambda i: (schema.pk_of(i), i[schema.SK]["S"])):
         pk = schema.pk_of(item)
-        if not is_of_prefix(core, pk):
-            continue
+        if not is_of_prefix(core, pk) or schema.is_tenant_ref(item):
+            continue  # a tenant reference holds no key: its tenant's item is re-wrapped
         version = int(item.get(schema.KEY_VERSION, {}).get("N", 0))
         scope = scope_of(core, item)
         if scope is None:

@@ -44,7 +44,12 @@ from langgraph_s3.core.datakeys import KeyScope, thread_key
 from langgraph_s3.core.index import Item, Replace
 from langgraph_s3.core.paging import delete_items, thread_items
 from langgraph_s3.core.reseal import copy_sealed
-from langgraph_s3.errors import DataKeyError, InvalidConfigError, ReencryptionError
+from langgraph_s3.errors import (
+    DataKeyError,
+    InvalidConfigError,
+    KeyScopeError,
+    ReencryptionError,
+)
 from langgraph_s3.operations import Flow, perform_all
 from langgraph_s3.sealing import sealed_key_id
 
@@ -96,6 +101,14 @@ def reencrypt_thread(core: SaverCore, thread_id: str) -> Flow[Reencrypted]:
         items = yield from thread_items(core, thread_id, keys_only=True)
         if not items:
             return Reencrypted(thread_id)
+        if any(schema.is_tenant_ref(i) for i in items):
+            raise KeyScopeError(
+                f"thread {thread_id!r} is sealed under its tenant's data key, which its "
+                "tenant's other threads share: re-encrypting a tenant is not built yet. "
+                "Copy the thread to a new id under a saver without tenant_of (it gets a "
+                "key of its own) and delete this one",
+                key_id=thread_id,
+            )
         raise DataKeyError(
             f"thread {thread_id!r} has no data key, so it cannot be re-encrypted: it was "
             "shredded, or written without encryption (copy it with "

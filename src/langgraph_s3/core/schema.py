@@ -55,6 +55,12 @@ WRITES_MARK = "#w#"
 KEY_SK_PREFIX = "k#"
 
 
+#: Sort key of a thread's tenant reference: the thread's data key is the key of the
+#: tenant its ``tn`` names. It sorts after every ``key_sk``, so the newest-first query
+#: of a thread's key items returns it first.
+TENANT_REF_SK = f"{KEY_SK_PREFIX}t"
+
+
 def key_sk(version: int) -> str:
     """The sort key of version ``version`` of a data key (ten digits: versions sort)."""
     return f"{KEY_SK_PREFIX}{version:010d}"
@@ -142,6 +148,11 @@ def is_checkpoint_item(item: Mapping[str, Any]) -> bool:
 def is_key_item(item: Mapping[str, Any]) -> bool:
     """A data key item (client-side encryption): bound to its thread, never copied."""
     return str(item[SK]["S"]).startswith(KEY_SK_PREFIX)
+
+
+def is_tenant_ref(item: Mapping[str, Any]) -> bool:
+    """A thread's tenant reference (a key item that holds no key, only a tenant id)."""
+    return str(item[SK]["S"]) == TENANT_REF_SK
 
 
 def is_writes_item(item: Mapping[str, Any]) -> bool:

@@ -87,10 +87,15 @@ class Encryption:
             :class:`~langgraph_s3.sealing.kms.KmsKeyRing`.
         key_ttl: Seconds a thread's loaded data key is used before its key item is
             read again.
+        tenant_of: The tenant a thread id belongs to, or None for a thread that keeps a
+            key of its own. Threads a writer starts for a tenant share the tenant's
+            data key (``docs/security.md``, "Per-tenant keys"); readers need no
+            ``tenant_of``, they follow what the thread's partition says.
     """
 
     ring: KeyRing
     key_ttl: float = DEFAULT_KEY_TTL
+    tenant_of: Callable[[str], str | None] | None = None
     #: Loaded data keys: thread folder -> (thread id, every version of its data key,
     #: when loaded, monotonic seconds). Entries are replaced when stale, never dropped
     #: between the flow that loads a key and the code that uses it; at most 100,000
@@ -98,6 +103,10 @@ class Encryption:
     keys: LRU[str, tuple[str, KeySet, float]] = field(
         default_factory=lambda: LRU(100_000), repr=False, compare=False
     )
+
+    #: Whose key each loaded thread's is, by thread folder: its tenant's id, or "" for a
+    #: key of its own; a writer with ``tenant_of`` checks it on every call.
+    scopes: LRU[str, str] = field(default_factory=lambda: LRU(100_000), repr=False, compare=False)
 
     #: Loads in progress: thread folder -> done (True: a key was loaded). A call that
     #: finds one waits for it (``WaitKey``) instead of loading the same key again.
@@ -127,6 +136,27 @@ class Encryption:
             raise InvalidConfigError(
                 f"key_ttl must be a positive number of seconds, got {self.key_ttl!r}"
             )
+        if self.tenant_of is not None and not callable(self.tenant_of):
+            raise InvalidConfigError(
+                "tenant_of must be a function of a thread id returning its tenant id (or "
+                f"None), got {type(self.tenant_of).__name__}"
+            )
+
+    def tenant(self, thread_id: str) -> str | None:
+        """The tenant ``tenant_of`` names for ``thread_id`` (None without it).
+
+        Raises:
+            InvalidConfigError: It returned something else than a non-empty str or None.
+        """
+        if self.tenant_of is None:
+            return None
+        tenant = self.tenant_of(thread_id)
+        if tenant is None or (isinstance(tenant, str) and tenant):
+            return tenant
+        raise InvalidConfigError(
+            f"tenant_of({thread_id!r}) returned {tenant!r}: it must return a tenant id (a "
+            "non-empty str) or None (the thread keeps a key of its own)"
+        )
 
     def fresh(self, folder: str, now: float) -> DataKey | None:
         """The newest data key loaded for ``folder`` less than ``key_ttl`` ago, if any."""
@@ -143,6 +173,7 @@ class Encryption:
     def forget(self, folder: str) -> None:
         """Drop a thread's loaded key (after it was shredded)."""
         self.keys.pop(folder)
+        self.scopes.pop(folder)
 
 
 @dataclass(frozen=True)
