@@ -317,6 +317,13 @@ def _load(core: SaverCore, ring: KeyRing, scope: KeyScope, create: bool) -> Flow
     stored = yield from versions(core, scope)
     if not stored:
         return KeySet.of([(yield from _create(core, ring, scope))]) if create else None
+    return (yield from _unwrap_all(core, ring, scope, stored))
+
+
+def _unwrap_all(
+    core: SaverCore, ring: KeyRing, scope: KeyScope, stored: Sequence[KeyItem]
+) -> Flow[KeySet]:
+    """Every version of a key, unwrapped (``stored`` newest first)."""
     keys = []
     for one in stored:
         keys.append((yield from unwrap(core, ring, scope, one)))
@@ -351,12 +358,9 @@ def _load_thread(core: SaverCore, thread_id: str, writer: bool) -> Flow[KeySet |
     # What is stored, whatever tenant_of says: a writer checks it (thread_key).
     if not schema.is_tenant_ref(newest):
         enc.scopes.put(folder, "")
-        unwrapped = []
-        stored_items: Sequence[Mapping[str, Any]] = items or [newest]  # or the winner's
-        for item in stored_items:
-            stored = parse_key_item(item, scope)
-            unwrapped.append((yield from unwrap(core, enc.ring, scope, stored)))
-        return KeySet.of(unwrapped)
+        found: Sequence[Mapping[str, Any]] = items or [newest]  # or the winner's
+        stored = [parse_key_item(i, scope) for i in found]
+        return (yield from _unwrap_all(core, enc.ring, scope, stored))
     tenant = referenced_tenant(newest, thread_id)
     enc.scopes.put(folder, tenant)
     return (yield from _tenant_keys(core, tenant, create=writer))
