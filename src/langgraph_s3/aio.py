@@ -23,6 +23,7 @@ from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.core.commit import claim_thread, put
 from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
+from langgraph_s3.core.reencrypt import Reencrypted, reencrypt_thread
 from langgraph_s3.core.setup import setup
 from langgraph_s3.core.tenants import shred_tenant
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
@@ -380,6 +381,13 @@ class AsyncS3Saver(Driver):
             Call("copy_thread", str(source_thread_id)),
         )
 
+    async def areencrypt_thread(self, thread_id: str) -> Reencrypted:
+        """Seal a thread under a new data key and shred the old one (see
+        ``S3Saver.reencrypt_thread``)."""
+        return await self.run(
+            reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id))
+        )
+
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads (see ``S3Saver.prune``)."""
         await self.run(prune(self, thread_ids, strategy), Call("prune"))
@@ -475,6 +483,11 @@ class AsyncS3Saver(Driver):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Sync ``acopy_thread`` for other threads."""
         self._sync(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def reencrypt_thread(self, thread_id: str) -> Reencrypted:
+        """Sync ``areencrypt_thread`` for other threads."""
+        done: Reencrypted = self._sync(self.areencrypt_thread(thread_id))
+        return done
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Sync ``aprune`` for other threads."""

@@ -184,6 +184,18 @@ class ThreadNotFoundError(S3SaverError):
     what is there)."""
 
 
+class ReencryptionError(S3SaverError):
+    """Re-encrypting thread ``thread_id`` could not finish: checkpoints or pending
+    writes kept being sealed under its old data key (a run is writing to it), so the
+    old key was not shredded. Stop the runs of this thread and re-encrypt it again;
+    the next run goes on where this one stopped.
+    """
+
+    def __init__(self, message: str, *, thread_id: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+
+
 class MissingDependencyError(S3SaverError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
@@ -254,6 +266,22 @@ class KeyUnwrapError(DataKeyError):
     encryption context other than the one it was wrapped with (a key item moved to
     another thread or tenant). Nothing sealed under it can be opened here.
     """
+
+
+class KeyVersionError(DataKeyError):
+    """A sealed object names version ``key_id`` of thread ``thread_id``'s data key,
+    which the saver does not have.
+
+    ``newer`` False: that version was shredded (the thread was re-encrypted and its
+    old key deleted); the object cannot be opened and is garbage for ``gc``.
+    ``newer`` True: the thread was re-encrypted since the saver loaded its keys;
+    reading again loads them (the savers' reads retry once by themselves).
+    """
+
+    def __init__(self, message: str, *, key_id: str, thread_id: str, newer: bool) -> None:
+        super().__init__(message, key_id=key_id)
+        self.thread_id = thread_id
+        self.newer = newer
 
 
 class KeyServiceError(DataKeyError):

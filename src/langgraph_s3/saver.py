@@ -24,6 +24,7 @@ from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.core.commit import claim_thread, put
 from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
+from langgraph_s3.core.reencrypt import Reencrypted, reencrypt_thread
 from langgraph_s3.core.setup import setup
 from langgraph_s3.core.tenants import shred_tenant
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
@@ -348,6 +349,30 @@ class S3Saver(Driver):
             Call("copy_thread", str(source_thread_id)),
         )
 
+    def reencrypt_thread(self, thread_id: str) -> Reencrypted:
+        """Seal a thread's whole history under a new data key and shred the old one.
+
+        For a data key that may have leaked: the thread keeps its id, every
+        checkpoint, pending write, metadata and parent link, and stays readable
+        throughout. Run it while no run writes to the thread (as ``delete_thread``);
+        a run that stopped midway is finished by running it again. See
+        docs/security.md, "Re-encrypting a thread".
+
+        Args:
+            thread_id: The thread to re-encrypt.
+
+        Returns:
+            What was done: the new key version, checkpoints re-sealed, objects
+            uploaded, old versions shredded.
+
+        Raises:
+            InvalidConfigError: The saver has no ``encryption=``.
+            DataKeyError: The thread has data but no data key.
+            ReencryptionError: Runs kept writing under the old key; nothing was
+                shredded. Stop them and run it again.
+        """
+        return self.run(reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id)))
+
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` (per namespace, delta-channel aware) or ``"delete"``."""
         self.run(prune(self, thread_ids, strategy), Call("prune"))
@@ -432,6 +457,10 @@ class S3Saver(Driver):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """``copy_thread`` on a worker thread."""
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def areencrypt_thread(self, thread_id: str) -> Reencrypted:
+        """``reencrypt_thread`` on a worker thread."""
+        return await asyncio.to_thread(self.reencrypt_thread, thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``prune`` on a worker thread."""

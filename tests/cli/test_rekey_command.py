@@ -73,3 +73,34 @@ def test_rekey_reports_a_key_item_that_does_not_unwrap_and_rewraps_the_others(
     assert "thread 't-2', data key 1: KMS refused to unwrap" in done.stderr
     assert saver.run(datakeys.current(saver, KeyScope.thread("t-1"))).kek == new
     assert saver.run(datakeys.current(saver, KeyScope.thread("t-2"))).kek == old
+
+
+def test_rekey_reencrypt_seals_a_thread_under_a_new_data_key(server_backend: Backend) -> None:
+    from langgraph_s3 import Encryption
+    from tests.storage.test_reencrypt import key_items, snapshot, start
+
+    old, new = (kms(server_backend).create_key()["KeyMetadata"]["Arn"] for _ in range(2))
+
+    def saver(ring: KmsKeyRing) -> Any:
+        return server_backend.saver(
+            prefix=PREFIX, encryption=Encryption(ring), kms_client=kms(server_backend)
+        )
+
+    start(saver(KmsKeyRing(old)))
+    before = snapshot(saver(KmsKeyRing(old)))
+
+    dry = rekey(server_backend, "--kms-key", new, "--reencrypt", "t", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would re-encrypt thread 't' (data key versions: 1)" in dry.stdout
+    assert key_items(server_backend, f"{PREFIX}t") == ["k#0000000001"]
+
+    done = rekey(server_backend, "--kms-key", new, "--previous-kms-key", old,
+                 "--reencrypt", "t", "--reencrypt", "nope")  # fmt: skip
+    assert done.returncode == 1  # one thread was not there
+    assert "re-encrypted thread 't': 7 checkpoint(s), " in done.stdout
+    assert "data key version 2; shredded version(s) 1" in done.stdout
+    assert "thread 'nope': no such thread" in done.stderr
+    assert "re-wrapped" not in done.stdout  # no other key is touched
+    assert key_items(server_backend, f"{PREFIX}t") == ["k#0000000002"]
+    # The new data key is wrapped under the new KMS key: a ring without the old reads it.
+    assert snapshot(saver(KmsKeyRing(new))) == before

@@ -190,10 +190,11 @@ def where(ctx: typer.Context) -> Where:
 
 @contextmanager
 def saver(ctx: typer.Context, **options: Any) -> Iterator[Any]:
-    """An ``S3Saver`` on the command's storage, closed afterwards."""
+    """An ``S3Saver`` on the command's storage, closed afterwards; ``options`` win
+    over the storage options (``rekey --reencrypt`` passes its own ``encryption=``)."""
     from langgraph_s3 import S3Saver
 
-    with S3Saver(**where(ctx).saver_args(), **options) as opened:
+    with S3Saver(**{**where(ctx).saver_args(), **options}) as opened:
         yield opened
 
 

@@ -10,7 +10,10 @@ and what wrapped it (``kek``: the KMS key ARN or the static ring's key id).
 * **Creating** puts the item only if it does not exist (``PutNew``): two writers of a
   new thread each generate a key, one item wins, and the loser unwraps the winner's
   instead of its own, so both seal under the same key.
-* **Reading** takes the newest version (one consistent query) or a given one.
+* **Reading** takes the newest version (one consistent query) or a given one; a
+  saver loads every version (the same one query): objects name the version that
+  sealed them, and there are two only while the thread is re-encrypted
+  (:mod:`langgraph_s3.core.reencrypt`).
 * **Shredding** deletes every version: whatever was sealed under them, in every
   copy, can no longer be opened.
 * **Tenants.** A writer whose ``Encryption.tenant_of`` names a tenant for a new thread
@@ -36,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph_s3.core import schema
 from langgraph_s3.core.index import Item, PutNew, Query, RewrapKey, ScanKeyItems
 from langgraph_s3.core.paging import delete_items, read_all
+from langgraph_s3.core.sealed import KeySet
 from langgraph_s3.errors import DataKeyError, KeyScopeError, S3SaverError
 from langgraph_s3.operations import Flow, WaitKey, perform
 from langgraph_s3.sealing.cipher import DataKey
@@ -145,6 +149,14 @@ def current(core: SaverCore, scope: KeyScope) -> Flow[KeyItem | None]:
     return None if newest is None else parse_key_item(newest, scope)
 
 
+def versions(core: SaverCore, scope: KeyScope) -> Flow[list[KeyItem]]:
+    """Every version of the scope's data key, newest first (one consistent query)."""
+    items = yield from read_all(
+        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
+    )
+    return [parse_key_item(item, scope) for item in items if not schema.is_tenant_ref(item)]
+
+
 def version(core: SaverCore, scope: KeyScope, number: int) -> Flow[KeyItem | None]:
     """Version ``number`` of the scope's data key, or None if there is no such item."""
     # A consistent Query of that one key, not a GetItem: the runtime policy of
@@ -190,6 +202,9 @@ def create(core: SaverCore, ring: KeyRing, scope: KeyScope, number: int = 1) -> 
             key_id=str(number),
         )
     return (yield from unwrap(core, ring, scope, winner))
+
+
+_create = create  # thread_key's own ``create`` is a flag
 
 
 def key_for(core: SaverCore, ring: KeyRing, scope: KeyScope) -> Flow[DataKey]:
@@ -265,10 +280,10 @@ def tenant_key(core: SaverCore, tenant: str, *, create: bool = False) -> Flow[Da
 
 
 def _cached(
-    core: SaverCore, slot: str, owner: str, load: Callable[[], Flow[DataKey | None]]
+    core: SaverCore, slot: str, owner: str, load: Callable[[], Flow[KeySet | None]]
 ) -> Flow[DataKey | None]:
-    """The key ``Encryption.keys`` holds for ``slot`` (a thread folder or a tenant's
-    partition key) if fresh, else ``load``'s, kept there as ``owner``'s."""
+    """The newest key ``Encryption.keys`` holds for ``slot`` (a thread folder or a
+    tenant's partition key) if fresh, else of ``load``'s, kept there as ``owner``'s."""
     enc = core.encryption
     assert enc is not None
     while True:
@@ -282,53 +297,81 @@ def _cached(
         if mine:
             break
         yield WaitKey(slot, pending)
-    key: DataKey | None = None
+    keys: KeySet | None = None
     try:
-        key = yield from load()
-        if key is not None:
+        keys = yield from load()
+        if keys is not None:
+            before = enc.keys.get(slot)
+            if before is not None and before[1].newest.key_id != keys.newest.key_id:
+                # Re-encrypted: cached value entries name blobs under the old key.
+                core.caches.forget_thread(owner, slot)
             # Timed from before the read: a shred after it is seen within key_ttl.
-            enc.keys.put(slot, (owner, key, started))
+            enc.keys.put(slot, (owner, keys, started))
     finally:
-        enc.finish(slot, pending, key is not None)
-    return key
+        enc.finish(slot, pending, keys is not None)
+    return None if keys is None else keys.newest
 
 
-def _load(core: SaverCore, ring: KeyRing, scope: KeyScope, create: bool) -> Flow[DataKey | None]:
-    if create:
-        return (yield from key_for(core, ring, scope))
-    stored = yield from current(core, scope)
-    if stored is None:
-        return None
-    return (yield from unwrap(core, ring, scope, stored))
+def _load(core: SaverCore, ring: KeyRing, scope: KeyScope, create: bool) -> Flow[KeySet | None]:
+    # Every version: the items of a thread being re-encrypted are sealed under two.
+    stored = yield from versions(core, scope)
+    if not stored:
+        return KeySet.of([(yield from _create(core, ring, scope))]) if create else None
+    return (yield from _unwrap_all(core, ring, scope, stored))
 
 
-def _load_thread(core: SaverCore, thread_id: str, writer: bool) -> Flow[DataKey | None]:
-    """A thread's key from its newest key item, its own or its tenant's (one Query);
-    records whose it is in ``Encryption.scopes``."""
+def _unwrap_all(
+    core: SaverCore, ring: KeyRing, scope: KeyScope, stored: Sequence[KeyItem]
+) -> Flow[KeySet]:
+    """Every version of a key, unwrapped (``stored`` newest first)."""
+    keys = []
+    for one in stored:
+        keys.append((yield from unwrap(core, ring, scope, one)))
+    return KeySet.of(keys)
+
+
+def _load_thread(core: SaverCore, thread_id: str, writer: bool) -> Flow[KeySet | None]:
+    """A thread's keys from its key items, its own or its tenant's (one Query);
+    records whose they are in ``Encryption.scopes``."""
     enc = core.encryption
     assert enc is not None
     scope = KeyScope.thread(thread_id)
     folder = core.layout.thread_prefix(thread_id)
-    newest = yield from _newest(core, scope)
+    # Every item: a thread being re-encrypted has two versions (the reference, if
+    # any, sorts after them all).
+    items = yield from read_all(
+        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
+    )
+    newest: Mapping[str, Any] | None = items[0] if items else None
     if newest is None and not writer:
         return None
     if newest is None:
         wanted = enc.tenant(thread_id)
         if wanted is None:
             enc.scopes.put(folder, "")
-            return (yield from create(core, enc.ring, scope))
-        key = yield from tenant_key(core, wanted, create=True)  # the key before the reference
+            return KeySet.of([(yield from create(core, enc.ring, scope))])
+        keys = yield from _tenant_keys(core, wanted, create=True)  # before the reference
         newest = yield from _refer(core, thread_id, wanted)
         if referenced_tenant(newest, thread_id) == wanted:
             enc.scopes.put(folder, wanted)
-            return key
+            return keys
     # What is stored, whatever tenant_of says: a writer checks it (thread_key).
     if not schema.is_tenant_ref(newest):
         enc.scopes.put(folder, "")
-        return (yield from unwrap(core, enc.ring, scope, parse_key_item(newest, scope)))
+        found: Sequence[Mapping[str, Any]] = items or [newest]  # or the winner's
+        stored = [parse_key_item(i, scope) for i in found]
+        return (yield from _unwrap_all(core, enc.ring, scope, stored))
     tenant = referenced_tenant(newest, thread_id)
     enc.scopes.put(folder, tenant)
-    return (yield from tenant_key(core, tenant, create=writer))
+    return (yield from _tenant_keys(core, tenant, create=writer))
+
+
+def _tenant_keys(core: SaverCore, tenant: str, *, create: bool) -> Flow[KeySet | None]:
+    """The tenant's loaded keys (:func:`tenant_key`), to cache for one of its threads."""
+    assert core.encryption is not None
+    yield from tenant_key(core, tenant, create=create)
+    known = core.encryption.keys.get(KeyScope.tenant(tenant).pk(core))
+    return None if known is None else known[1]
 
 
 # ------------------------------------------------------- tenant references

@@ -25,6 +25,7 @@ from langgraph_s3.core.objects import fetch_chunks, object_key, open_envelope, r
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.schema import Row, WritesRow
 from langgraph_s3.core.sealed import open_writes
+from langgraph_s3.errors import KeyVersionError
 from langgraph_s3.operations import Flow, S3Get
 
 if TYPE_CHECKING:
@@ -115,6 +116,19 @@ def load(
     ``remember``: the caller is about to continue from this checkpoint, so its
     blob entries become the hints the next put() chunks against.
     """
+    try:
+        return (yield from _load(core, found, requested, remember))
+    except KeyVersionError as exc:
+        if not exc.newer:
+            raise
+        # Re-encrypted since this saver loaded the thread's keys: they are marked
+        # stale, so this second pass loads them again.
+        return (yield from _load(core, found, requested, remember))
+
+
+def _load(
+    core: SaverCore, found: Sequence[Found], requested: RunnableConfig | None, remember: bool
+) -> Flow[list[CheckpointTuple]]:
     if not found:
         return []
     yield from thread_keys(core, [row.thread_id for row, _ in found])

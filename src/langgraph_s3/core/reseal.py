@@ -20,7 +20,7 @@ target is visible before its index items are written (``threads.copy_thread``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -64,10 +64,20 @@ def copied_item(core: SaverCore, row: Row, body: bytes, dst: str) -> tuple[dict[
 
 
 def copy_sealed(
-    core: SaverCore, src: str, dst: str, items: Sequence[dict[str, Any]]
+    core: SaverCore,
+    src: str,
+    dst: str,
+    items: Sequence[dict[str, Any]],
+    each: Callable[[list[dict[str, Any]], int], Flow[None]] | None = None,
 ) -> Flow[list[dict[str, Any]]]:
-    """Re-seal thread ``src``'s data for ``dst``: upload its chunks and large bodies,
-    and return the index items to write (checkpoints and their writes)."""
+    """Re-seal thread ``src``'s data for ``dst`` (under ``dst``'s newest key): upload
+    its chunks and large bodies, and return the index items to write (checkpoints and
+    their writes).
+
+    ``each``: a flow handed each batch's items and how many objects it uploaded,
+    once they are uploaded (the items are then not returned); re-encryption
+    (``src == dst``) writes them in place.
+    """
     yield from thread_key(core, src)
     yield from thread_key(core, dst, create=True)
     rows = [schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)]
@@ -81,7 +91,11 @@ def copy_sealed(
     for start in range(0, len(rows), _BATCH):
         batch = rows[start : start + _BATCH]
         mine = [writes.get(schema.checkpoint_ref(r.item), []) for r in batch]
-        out += yield from _copy_batch(core, renamer, batch, mine)
+        done, uploaded = yield from _copy_batch(core, renamer, batch, mine)
+        if each is None:
+            out += done
+        else:
+            yield from each(done, uploaded)
     return out
 
 
@@ -90,8 +104,9 @@ def _copy_batch(
     renamer: _Renamer,
     rows: Sequence[Row],
     items: Sequence[Sequence[dict[str, Any]]],
-) -> Flow[list[dict[str, Any]]]:
-    """One batch of checkpoints and their writes items, re-sealed (see the module)."""
+) -> Flow[tuple[list[dict[str, Any]], int]]:
+    """One batch of checkpoints and their writes items, re-sealed (see the module),
+    and how many objects were uploaded for it."""
     src, dst = renamer.src, renamer.dst
     parsed = [[schema.parse_writes(i, encrypted=True) for i in its] for its in items]
     for row, ws in zip(rows, parsed, strict=True):
@@ -111,13 +126,16 @@ def _copy_batch(
     out, puts = [], []
     for row, env, its, ws in zip(rows, envs, items, parsed, strict=True):
         item, put = copied_item(core, row, values.frame_body(core, _renamed(renamer, env)), dst)
+        # The read hints name the source's blobs and packs (their names under its key).
+        item.pop(schema.PREFETCH, None)
+        item.pop(schema.PACK_PREFETCH, None)
         out.append(item)
         puts += [] if put is None else [put]
         out += [_copied_writes(core, renamer, row, i, w) for i, w in zip(its, ws, strict=True)]
     puts += renamer.take_uploads()
     if puts:
         yield puts
-    return out
+    return out, len(puts)
 
 
 def _entries(envs: Sequence[Envelope], writes: Sequence[Sequence[WritesRow]]) -> list[Entry]:

@@ -38,7 +38,7 @@ Theory of operation:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -46,7 +46,12 @@ from typing import TYPE_CHECKING
 from langgraph_s3 import codec
 from langgraph_s3.cache import LRU
 from langgraph_s3.core.entries import record_from_wire
-from langgraph_s3.errors import DataKeyError, InvalidConfigError, PlaintextObjectError
+from langgraph_s3.errors import (
+    DataKeyError,
+    InvalidConfigError,
+    KeyVersionError,
+    PlaintextObjectError,
+)
 from langgraph_s3.sealing import (
     BlobPlace,
     BodyPlace,
@@ -57,6 +62,7 @@ from langgraph_s3.sealing import (
     name,
     open_sealed,
     seal,
+    sealed_key_id,
 )
 from langgraph_s3.sealing.kms import KmsKeyRing
 
@@ -90,10 +96,11 @@ class Encryption:
     ring: KeyRing
     key_ttl: float = DEFAULT_KEY_TTL
     tenant_of: Callable[[str], str | None] | None = None
-    #: Loaded data keys: thread folder -> (thread id, data key, when loaded, monotonic
-    #: seconds). Entries are replaced when stale, never dropped between the flow
-    #: that loads a key and the code that uses it; at most 100,000 threads.
-    keys: LRU[str, tuple[str, DataKey, float]] = field(
+    #: Loaded data keys: thread folder -> (thread id, every version of its data key,
+    #: when loaded, monotonic seconds). Entries are replaced when stale, never dropped
+    #: between the flow that loads a key and the code that uses it; at most 100,000
+    #: threads.
+    keys: LRU[str, tuple[str, KeySet, float]] = field(
         default_factory=lambda: LRU(100_000), repr=False, compare=False
     )
 
@@ -152,14 +159,39 @@ class Encryption:
         )
 
     def fresh(self, folder: str, now: float) -> DataKey | None:
-        """The data key loaded for ``folder`` less than ``key_ttl`` ago, if any."""
+        """The newest data key loaded for ``folder`` less than ``key_ttl`` ago, if any."""
         known = self.keys.get(folder)
-        return known[1] if known is not None and now - known[2] < self.key_ttl else None
+        return known[1].newest if known is not None and now - known[2] < self.key_ttl else None
+
+    def stale(self, folder: str) -> None:
+        """Have the next call load ``folder``'s keys again (one sealed with a newer
+        version than those loaded was read: the thread was re-encrypted meanwhile)."""
+        known = self.keys.get(folder)
+        if known is not None:
+            self.keys.put(folder, (known[0], known[1], float("-inf")))
 
     def forget(self, folder: str) -> None:
         """Drop a thread's loaded key (after it was shredded)."""
         self.keys.pop(folder)
         self.scopes.pop(folder)
+
+
+@dataclass(frozen=True)
+class KeySet:
+    """The versions of a thread's data key a saver loaded: the newest seals; each
+    sealed object names (in its header) the version that opens it.
+
+    There is more than one only while the thread is re-encrypted
+    (:mod:`langgraph_s3.core.reencrypt`).
+    """
+
+    newest: DataKey
+    versions: Mapping[str, DataKey]
+
+    @classmethod
+    def of(cls, keys: Sequence[DataKey]) -> KeySet:
+        """The set of ``keys``, newest (highest version) first."""
+        return cls(keys[0], {k.key_id: k for k in keys})
 
 
 def as_encryption(value: object) -> Encryption | None:
@@ -182,10 +214,10 @@ def key_of(core: SaverCore, thread_id: str) -> DataKey | None:
     """The data key :func:`thread_key` loaded for ``thread_id`` (None without encryption)."""
     if core.encryption is None:
         return None
-    return _loaded(core, core.layout.thread_prefix(thread_id))[1]
+    return _loaded(core, core.layout.thread_prefix(thread_id))[1].newest
 
 
-def _loaded(core: SaverCore, folder: str) -> tuple[str, DataKey]:
+def _loaded(core: SaverCore, folder: str) -> tuple[str, KeySet]:
     assert core.encryption is not None
     known = core.encryption.keys.get(folder)
     if known is None:
@@ -196,6 +228,50 @@ def _loaded(core: SaverCore, folder: str) -> tuple[str, DataKey]:
             key_id=folder,
         )
     return known[0], known[1]
+
+
+def _opener(core: SaverCore, folder: str, sealed: bytes, where: str) -> tuple[str, DataKey]:
+    """The thread id and the version of its data key that ``sealed`` names.
+
+    Raises:
+        DataKeyError: That version is not loaded: shredded (the thread was
+            re-encrypted and its old key deleted), or newer than the versions this
+            saver loaded (re-encrypted meanwhile: the next call loads them again).
+    """
+    thread_id, keys = _loaded(core, folder)
+    key_id = sealed_key_id(sealed, where=where)
+    key = keys.versions.get(key_id)
+    if key is not None:
+        return thread_id, key
+    assert core.encryption is not None
+    loaded = [int(k) for k in keys.versions if k.isdigit()]
+    newer = key_id.isdigit() and int(key_id) > max(loaded, default=0)
+    if newer:
+        core.encryption.stale(folder)
+    raise KeyVersionError(
+        f"{where!r} is sealed under version {key_id} of the data key of thread "
+        f"{thread_id!r}, which this saver does not have (it has "
+        f"{', '.join(sorted(keys.versions))}): "
+        + (
+            "the thread was re-encrypted since its keys were loaded; reading again loads them"
+            if newer
+            else "that version was shredded (the thread was re-encrypted and its old "
+            "key deleted), so this object cannot be opened; it is garbage for gc"
+        ),
+        key_id=key_id,
+        thread_id=thread_id,
+        newer=newer,
+    )
+
+
+def rekeying(core: SaverCore, thread_id: str) -> bool:
+    """Whether the saver holds two versions of the thread's key (it is being
+    re-encrypted): value entries read then may name blobs under the old key, which
+    is about to be shredded, so they are not cached for re-use by later puts."""
+    if core.encryption is None:
+        return False
+    known = core.encryption.keys.get(core.layout.thread_prefix(thread_id))
+    return known is not None and len(known[1].versions) > 1
 
 
 def namer(core: SaverCore, thread_id: str) -> Callable[[bytes], bytes]:
@@ -220,8 +296,8 @@ def open_body(core: SaverCore, ids: tuple[str, str, str], body: bytes, where: st
         return body  # codec.unframe refuses a sealed one
     if not codec.is_sealed(body):
         raise _plaintext(f"checkpoint object {where!r}", where)
-    key = _loaded(core, core.layout.thread_prefix(ids[0]))[1]
     sealed = codec.sealed_payload(body, key=where)
+    key = _opener(core, core.layout.thread_prefix(ids[0]), sealed, where)[1]
     return open_sealed(key, sealed, BodyPlace(core.layout.prefix, *ids), where=where)
 
 
@@ -248,13 +324,16 @@ def open_writes(core: SaverCore, thread_id: str, ns: str, writes: Sequence[Write
     for w in writes:
         if w.plain:
             raise _plaintext(f"pending-write record {w.plain[0]!r}", w.plain[0])
+        # An item's records are opened all or none, so a caller may retry.
+        opened = []
         for index, data, where in w.sealed:
-            key = _loaded(core, core.layout.thread_prefix(thread_id))[1]
+            key = _opener(core, core.layout.thread_prefix(thread_id), data[1:], where)[1]
             place = WritePlace(core.layout.prefix, thread_id, ns, w.checkpoint_id, w.task_id, index)
             raw = open_sealed(key, data[1:], place, where=where)
             if raw[:1] == codec.SEALED_RECORD:  # sealed twice is not a record we write
                 raise _plaintext(f"pending-write record {where!r}", where)
-            w.records.append((index, record_from_wire(codec.unpack_record(raw, key=where), where)))
+            opened.append((index, record_from_wire(codec.unpack_record(raw, key=where), where)))
+        w.records.extend(opened)
         w.sealed.clear()
 
 
@@ -274,10 +353,11 @@ def open_blob(core: SaverCore, blob_key: str, frame: bytes, where: str) -> bytes
     hexname = blob_key.rsplit("/", 1)[1]
     if not codec.is_sealed(frame):
         raise _plaintext(f"blob {where!r}", where)
-    thread_id, key = _loaded(core, blob_key[: blob_key.rindex("/b/") + 1])
+    sealed = codec.sealed_payload(frame, key=where)
+    thread_id, key = _opener(core, blob_key[: blob_key.rindex("/b/") + 1], sealed, where)
     blob = bytes.fromhex(hexname)
     place = BlobPlace(core.layout.prefix, thread_id, blob)
-    inner = open_sealed(key, codec.sealed_payload(frame, key=where), place, where=where)
+    inner = open_sealed(key, sealed, place, where=where)
     payload = codec.unframe(inner, key=where, kind=codec.KIND_BLOB)
     check_name(key, payload, blob, where=where)
     return payload

@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import chunking, codec
 from langgraph_s3.core.entries import PENDING, Blobs, Entry, Envelope, Inline, Listed, Span
-from langgraph_s3.core.sealed import blob_frame, namer, seal_body
+from langgraph_s3.core.sealed import blob_frame, namer, rekeying, seal_body
 from langgraph_s3.errors import CorruptObjectError, SerializationError, UndecodableValueError
 from langgraph_s3.keys import Layout
 
@@ -291,7 +291,7 @@ def cache_entry(
 ) -> None:
     """Cache a channel's entry under its version, so a later put whose channel did not
     move re-uses it instead of encoding the value again."""
-    if _names_one_value(version):
+    if _names_one_value(version) and not rekeying(core, thread_id):
         core.caches.entries.put((thread_id, ns, name, version), entry, entry_size(entry))
 
 

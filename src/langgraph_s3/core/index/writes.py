@@ -261,22 +261,49 @@ class _Conditional(IndexRequest[bool]):
 
 
 @dataclass(frozen=True)
-class PutNew(_Conditional):
+class _Put(_Conditional):
+    """Put ``item`` under the condition :meth:`condition` states."""
+
+    table: str
+    item: Item
+
+    def condition(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "put_item", {"TableName": self.table, "Item": self.item, **self.condition()}
+
+
+@dataclass(frozen=True)
+class PutNew(_Put):
     """Put ``item`` only if no item has its key yet. Result: whether it was put.
 
     Two writers creating the same item agree on one: the loser learns it lost
     (``False``) and reads the winner's.
     """
 
-    table: str
-    item: Item
-
-    def call(self) -> tuple[str, dict[str, Any]]:
-        return "put_item", {
-            "TableName": self.table,
-            "Item": self.item,
+    def condition(self) -> dict[str, Any]:
+        return {
             "ConditionExpression": "attribute_not_exists(#pk)",
             "ExpressionAttributeNames": {"#pk": PK},
+        }
+
+
+@dataclass(frozen=True)
+class Replace(_Put):
+    """Put ``item`` over the stored item of its key, if that one still exists and
+    was not updated since it was read (its ``at`` is still the one ``item`` keeps).
+    Result: whether it was put.
+
+    Re-encryption rewrites items in place this way: records a run added meanwhile
+    (an update sets ``at``) are not overwritten, and a deleted item is not put back.
+    """
+
+    def condition(self) -> dict[str, Any]:
+        return {
+            "ConditionExpression": "attribute_exists(#pk) AND #at = :at",
+            "ExpressionAttributeNames": {"#pk": PK, "#at": AT},
+            "ExpressionAttributeValues": {":at": self.item[AT]},
         }
 
 
