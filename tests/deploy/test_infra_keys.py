@@ -81,6 +81,34 @@ def use_keys(stack: Stack, key: str, recorder: Recorder) -> None:
         assert cold == made
         assert saver.run(datakeys.version(saver, scope, 1)) is not None
         assert saver.run(datakeys.shred(saver, KmsKeyRing(key), scope)) == 1
+    use_sealed_threads(saver, clients, key)
+
+
+def use_sealed_threads(plain: Any, clients: dict[str, Any], key: str) -> None:
+    """A saver with encryption= writes a thread of its own and one of a tenant, reads
+    them cold, re-encrypts one and deletes both."""
+    from langgraph_s3 import Encryption, S3Saver
+    from langgraph_s3.sealing.kms import KmsKeyRing
+
+    def sealed() -> S3Saver:
+        tenants = Encryption(KmsKeyRing(key), tenant_of=lambda t: "acme" if t == "t-2" else None)
+        return S3Saver(
+            bucket=plain.bucket, table=plain.table, prefix=plain.layout.prefix,
+            s3_client=clients["s3"], dynamodb_client=clients["dynamodb"],
+            kms_client=clients["kms"], encryption=tenants,
+        )  # fmt: skip
+
+    writer = sealed()
+    for thread in ("t-1", "t-2"):
+        put_big(writer, thread)
+        put_big(writer, thread)
+    assert sealed().get_tuple({"configurable": {"thread_id": "t-2"}}) is not None
+    done = sealed().reencrypt_thread("t-1")
+    assert (done.version, done.shredded) == (2, (1,))
+    reader = sealed()
+    assert [t.config for t in reader.list({"configurable": {"thread_id": "t-1"}})]
+    reader.delete_thread("t-1")
+    reader.delete_thread("t-2")
 
 
 @pytest.fixture(scope="module")
