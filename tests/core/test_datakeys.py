@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_s3.core import datakeys, schema
+from langgraph_s3.core import datakeys, rewrap, schema
 from langgraph_s3.core.datakeys import KeyScope
 from langgraph_s3.core.index import BatchWrite, PutNew, Query, RewrapKey, ScanKeyItems
 from langgraph_s3.core.sealed import Encryption
@@ -176,7 +176,7 @@ RING2 = StaticKeyRing({"r1": bytes(range(32)), "r2": bytes(range(1, 33))}, curre
 def test_a_key_is_rewrapped_under_the_current_ring_key_if_its_item_is_unchanged() -> None:
     item = created_item()
     stored = datakeys.parse_key_item(item, THREAD)
-    script = Script(datakeys.rewrap(make_core(), RING2, THREAD, stored))
+    script = Script(rewrap.rewrap(make_core(), RING2, THREAD, stored))
     update = script.expect(RewrapKey, True)
     assert script.returns() is True
     assert (update.pk, update.sk, update.old, update.kek) == (
@@ -196,7 +196,7 @@ def test_a_key_is_rewrapped_under_the_current_ring_key_if_its_item_is_unchanged(
 
 def test_a_key_already_under_the_current_ring_key_is_left_alone() -> None:
     stored = datakeys.parse_key_item(created_item(), THREAD)
-    assert Script(datakeys.rewrap(make_core(), RING, THREAD, stored)).returns() is False
+    assert Script(rewrap.rewrap(make_core(), RING, THREAD, stored)).returns() is False
 
 
 def test_rekey_rewraps_threads_and_tenants_of_its_prefix_and_reports_the_rest() -> None:
@@ -206,7 +206,7 @@ def test_rekey_rewraps_threads_and_tenants_of_its_prefix_and_reports_the_rest() 
     nested = created_item_in(make_core(prefix="prod/inner"), KeyScope.thread("t-2"))
     moved = {**created_item_in(core, KeyScope.thread("t-3")), schema.THREAD: schema.s("t-4")}
     current = created_item_in(core, KeyScope.thread("t-5"), ring=RING2)
-    script = Script(datakeys.rekey(core, RING2))
+    script = Script(rewrap.rekey(core, RING2))
     scan = script.expect(ScanKeyItems, page([mine, tenant, nested, moved, current]))
     assert scan.prefix == "prod/"
     # In key order: the tenant's partition sorts first.
@@ -222,7 +222,7 @@ def test_rekey_rewraps_threads_and_tenants_of_its_prefix_and_reports_the_rest() 
 
 def test_a_dry_rekey_writes_nothing() -> None:
     core = make_core(prefix="prod")
-    script = Script(datakeys.rekey(core, RING2, dry_run=True))
+    script = Script(rewrap.rekey(core, RING2, dry_run=True))
     script.expect(ScanKeyItems, page([created_item_in(core, KeyScope.thread("t-1"))]))
     assert script.returns().rewrapped == [(KeyScope.thread("t-1"), 1)]
 
@@ -232,7 +232,7 @@ def test_a_key_that_does_not_unwrap_is_reported_and_the_others_go_on() -> None:
     bad = created_item_in(core, KeyScope.thread("t-1"))
     bad[schema.WRAPPED] = schema.b(bytes(bad[schema.WRAPPED]["B"])[:-1])
     good = created_item_in(core, KeyScope.thread("t-2"))
-    script = Script(datakeys.rekey(core, RING2))
+    script = Script(rewrap.rekey(core, RING2))
     script.expect(ScanKeyItems, page([bad, good]))
     script.expect(RewrapKey, False)  # t-2's item changed meanwhile
     done = script.returns()
@@ -310,7 +310,7 @@ def test_rekey_skips_tenant_references() -> None:
     core = make_core(prefix="prod")
     ref = datakeys.tenant_ref(core, "t-1", "acme")
     tenant = created_item_in(core, KeyScope.tenant("acme"))
-    script = Script(datakeys.rekey(core, RING2))
+    script = Script(rewrap.rekey(core, RING2))
     script.expect(ScanKeyItems, page([ref, tenant]))
     assert script.expect(RewrapKey, True).pk == "prod/#tenant/acme"
     done = script.returns()

@@ -20,7 +20,7 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_s3 import DataKeyError, Encryption, InvalidConfigError, KeyScopeError
-from langgraph_s3.core import datakeys, schema
+from langgraph_s3.core import datakeys, rewrap, schema
 from langgraph_s3.core.datakeys import KeyScope
 from langgraph_s3.gc import collect
 from langgraph_s3.sealing import StaticKeyRing
@@ -294,7 +294,7 @@ def test_rekey_rewraps_the_tenant_key_and_skips_references(inproc_backend: Backe
     saver = writer(inproc_backend)
     run(saver, "acme:1", "acme:2", "solo")
     rotated = StaticKeyRing({"r1": R1, "r2": R2}, current="r2")
-    done = saver.run(datakeys.rekey(saver, rotated))
+    done = saver.run(rewrap.rekey(saver, rotated))
     assert done.failed == []
     assert sorted(done.rewrapped, key=str) == sorted(
         [(KeyScope.tenant("acme"), 1), (KeyScope.thread("solo"), 1)], key=str

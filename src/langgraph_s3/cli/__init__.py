@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from langgraph_s3.cli import inspect, manage
+from langgraph_s3.cli import inspect, manage, rotation
 from langgraph_s3.cli.common import (
     KMS_KEY_ENV,
     NOT_OK,
@@ -112,7 +112,7 @@ def storage(
 _COMMANDS: list[Callable[..., None]] = [
     inspect.threads, inspect.history, inspect.show, inspect.diff, inspect.stats, inspect.verify,
     manage.setup, manage.export, manage.migrate, manage.delete, manage.delete_tenant,
-    manage.copy, manage.prune, manage.claim, manage.gc, manage.rekey, manage.demo,
+    manage.copy, manage.prune, manage.claim, manage.gc, rotation.rekey, manage.demo,
 ]  # fmt: skip
 
 

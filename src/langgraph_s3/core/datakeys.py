@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph_s3.core import schema
-from langgraph_s3.core.index import Item, PutNew, Query, RewrapKey, ScanKeyItems
+from langgraph_s3.core.index import Item, PutNew, Query
 from langgraph_s3.core.paging import delete_items, read_all
 from langgraph_s3.core.sealed import KeySet
-from langgraph_s3.errors import DataKeyError, KeyScopeError, S3SaverError
+from langgraph_s3.errors import DataKeyError, KeyScopeError
 from langgraph_s3.operations import Flow, WaitKey, perform
 from langgraph_s3.sealing.cipher import DataKey
 from langgraph_s3.sealing.kms import KmsKeyRing
@@ -445,86 +445,3 @@ def thread_keys(core: SaverCore, thread_ids: Sequence[str]) -> Flow[None]:
     """Load the data keys of several threads to read them (see :func:`thread_key`)."""
     for thread_id in dict.fromkeys(thread_ids):
         yield from thread_key(core, thread_id)
-
-
-# ------------------------------------------------------------------- rekey
-@dataclass(frozen=True)
-class Rekeyed:
-    """What ``rekey`` did: key items re-wrapped (or, dry, to re-wrap), those already
-    under the current key, and those it could not re-wrap (whose, version, why)."""
-
-    rewrapped: list[tuple[KeyScope, int]]
-    current: list[tuple[KeyScope, int]]
-    failed: list[tuple[str, int, str]]
-
-
-def is_of_prefix(core: SaverCore, pk: str) -> bool:
-    """Whether a partition holds a thread or tenant of this prefix (not a nested one)."""
-    return core.layout.owns_pk(pk) or pk.startswith(core.layout.tenants_pk_prefix())
-
-
-def scope_of(core: SaverCore, item: Mapping[str, Any]) -> KeyScope | None:
-    """Whose key a scanned key item is, or None if its thread or tenant attribute does
-    not name the partition it sits in (it was moved or altered).
-
-    The encryption context is still rebuilt from where the item was found.
-    """
-    pk = schema.pk_of(item)
-    thread, tenant = schema.text(item, schema.THREAD), schema.text(item, schema.TENANT)
-    if thread is not None and core.layout.pk(thread) == pk:
-        return KeyScope.thread(thread)
-    if tenant is not None and core.layout.tenant_pk(tenant) == pk:
-        return KeyScope.tenant(tenant)
-    return None
-
-
-def rewrap(core: SaverCore, ring: KeyRing, scope: KeyScope, stored: KeyItem) -> Flow[bool]:
-    """Store ``stored``'s data key wrapped under the ring's current key.
-
-    Returns:
-        False if it already was, or the item changed (or was shredded) meanwhile.
-    """
-    if stored.kek == ring.wrapping_key:
-        return False
-    context = scope.context(core, stored.version)
-    if isinstance(ring, KmsKeyRing):
-        new = yield from ring.rewrap(stored.wrapped, context, key_id=stored.key_id, kek=stored.kek)
-    else:
-        new = ring.rewrap(stored.wrapped, context, key_id=stored.key_id, kek=stored.kek)
-    sk = schema.key_sk(stored.version)
-    request = RewrapKey(
-        core.table, scope.pk(core), sk, stored.wrapped, new, ring.wrapping_key, core.now_ms()
-    )
-    return bool((yield from perform(request)))
-
-
-def rekey(core: SaverCore, ring: KeyRing, *, dry_run: bool = False) -> Flow[Rekeyed]:
-    """Re-wrap every data key item of this prefix (threads and tenants) under the
-    ring's current key; the data keys, and so everything sealed, stay the same.
-
-    A key item that cannot be re-wrapped (moved or altered, an unknown KMS key, access
-    denied: a typed error) is reported and left as it is; the others go on.
-    """
-    items = yield from read_all(ScanKeyItems(core.table, core.layout.prefix))
-    done = Rekeyed([], [], [])
-    for item in sorted(items, key=lambda i: (schema.pk_of(i), i[schema.SK]["S"])):
-        pk = schema.pk_of(item)
-        if not is_of_prefix(core, pk) or schema.is_tenant_ref(item):
-            continue  # a tenant reference holds no key: its tenant's item is re-wrapped
-        version = int(item.get(schema.KEY_VERSION, {}).get("N", 0))
-        scope = scope_of(core, item)
-        if scope is None:
-            why = "its thread or tenant attribute does not name its partition (moved or altered)"
-            done.failed.append((f"partition {pk!r}", version, why))
-            continue
-        try:
-            stored = parse_key_item(item, scope)
-            if stored.kek == ring.wrapping_key:
-                done.current.append((scope, stored.version))
-            elif dry_run or (yield from rewrap(core, ring, scope, stored)):
-                done.rewrapped.append((scope, stored.version))
-            else:
-                done.failed.append((scope.describe(), version, "changed while it was re-wrapped"))
-        except S3SaverError as exc:
-            done.failed.append((scope.describe(), version, str(exc)))
-    return done
