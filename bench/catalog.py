@@ -14,12 +14,15 @@ AWS = ("s3", "async", "dynamodb")
 #: Non-default configurations, run beside the defaults on the workloads where they
 #: show a trade-off (whenever S3Saver runs), and shown in the tables and beside the
 #: targets they trade, never in a verdict: saver kind -> workloads.
-VARIANTS = {"s3-inline": ("a", "f")}
+VARIANTS = {"s3-inline": ("a", "f"), "s3-sealed": ("a", "b", "f")}
 #: ``s3-inline``: the index item holds checkpoint bodies up to 8 KiB, so (a)'s
 #: 12.5 KB context needs no blob (bench/README.md, "What the targets cost"), and
 #: (f)'s checkpoints before their message list passes the 16 KiB value threshold
 #: need no S3 PUT (larger transactional items instead).
 INLINE_VARIANT_LIMIT = 8192
+#: ``s3-sealed``: client-side encryption (issue 24) with a KMS key ring on the moto
+#: server's KMS: what sealing costs per superstep, and the KMS requests per cold
+#: thread (a new saver per invocation in (f), as on Lambda).
 LABELS = {
     "s3": "S3Saver",
     "async": "AsyncS3Saver",
@@ -27,6 +30,7 @@ LABELS = {
     "memory": "InMemorySaver",
     "sqlite": "SqliteSaver",
     "s3-inline": "S3Saver, index_inline_limit=8 KiB",
+    "s3-sealed": "S3Saver, encryption=KmsKeyRing",
 }
 
 #: Latency profiles (``run.py --latency-profile``): milliseconds injected before every

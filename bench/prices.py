@@ -50,6 +50,9 @@ PRICES: dict[str, float] = {
     "ddb_wru_per_million": 0.625,
     "ddb_rru_per_million": 0.125,
     "ddb_storage_gb_month": 0.25,  # beyond the 25 GB free tier (ignored here)
+    # AWS KMS symmetric key requests (GenerateDataKey, Decrypt, ReEncrypt); the
+    # key itself ($1 per month) is not per superstep and left out.
+    "kms_per_10k": 0.03,
 }
 
 #: S3 Express One Zone (directory bucket), us-east-1, after the April 2025 reduction.
@@ -84,6 +87,7 @@ SOURCES = [
     "https://aws.amazon.com/dynamodb/pricing/on-demand/ (read/write request units, storage)",
     "https://aws.amazon.com/about-aws/whats-new/2024/11/amazon-dynamo-db-reduces-prices-"
     "on-demand-throughput-global-tables/ (on-demand prices since 2024-11-01)",
+    "https://aws.amazon.com/kms/pricing/ (requests: $0.03 per 10,000)",
     "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/"
     "CapacityUnitCalculations.html (item size and unit rules, transactions 2x)",
     # S3 Express One Zone, compiled 2026-11-25:
@@ -156,6 +160,7 @@ def request_cost(phase: dict[str, Any], storage_class: str = "standard") -> floa
         + phase["wru"] * p["ddb_wru_per_million"] / 1e6
         + phase["rru"] * p["ddb_rru_per_million"] / 1e6
         + transfer_cost(phase, storage_class)
+        + phase.get("kms_requests", 0) * PRICES["kms_per_10k"] / 10_000
     )
 
 

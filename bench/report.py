@@ -465,6 +465,9 @@ class Report:
                     per_1k = table["s3_put_per_1k" if op in prices.S3_TIER1 else "s3_get_per_1k"]
                     dollars = 0.0 if op in prices.S3_FREE else row["n"] * per_1k / 1000
                     units = "-"
+                elif service == "kms":
+                    dollars = row["n"] * prices.PRICES["kms_per_10k"] / 10_000
+                    units = "-"
                 else:
                     dollars = (
                         row.get("wru", 0) * table["ddb_wru_per_million"]

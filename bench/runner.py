@@ -145,6 +145,7 @@ def phase_figures(phase: Phase, snapshot: TableSnapshot | None) -> dict[str, Any
         # The same content-addressed object uploaded again within the phase.
         "s3_duplicate_puts": len(put_keys) - len(set(put_keys)),
         "s3_tier1": sum(1 for op in s3_ops if op in S3_TIER1),
+        "kms_requests": sum(1 for r in reqs if r.service == "kms"),
         "s3_tier2": sum(1 for op in s3_ops if op not in S3_TIER1 and op not in S3_FREE),
         "s3_upload_bytes": sum(up),
         "s3_upload_bytes_over_512k": sum(max(0, n - OLD_RULE_FREE_BYTES) for n in up),

@@ -38,12 +38,13 @@ class Driver:
         self.state_dir = state_dir
         self.savers: list[Any] = []
         self._memory: Any = None
+        self.kms_key = ""  # s3-sealed: the KMS key made at setup
 
     # ------------------------------------------------------------ resources
     def setup(self) -> None:
         """Create the bucket and table afresh (outside the instrumentation)."""
         self._reset()
-        if self.kind in ("s3", "async", "s3-inline"):
+        if self.kind in ("s3", "async", "s3-inline", "s3-sealed"):
             from langgraph_s3 import S3Saver
 
             with uninstrumented():
@@ -55,6 +56,11 @@ class Driver:
                 )
                 saver.setup()
                 saver.close()
+                if self.kind == "s3-sealed":
+                    import boto3
+
+                    kms = boto3.client("kms", region_name=REGION, endpoint_url=self.endpoint)
+                    self.kms_key = kms.create_key()["KeyMetadata"]["Arn"]
         elif self.kind == "dynamodb":
             self._setup_dynamodb()
 
@@ -135,10 +141,16 @@ class Driver:
 
     # --------------------------------------------------------------- savers
     def _construct(self) -> Any:
-        if self.kind in ("s3", "s3-inline"):
+        if self.kind in ("s3", "s3-inline", "s3-sealed"):
             from langgraph_s3 import S3Saver
 
-            extra = {"index_inline_limit": INLINE_VARIANT_LIMIT} if self.kind == "s3-inline" else {}
+            extra: dict[str, Any] = {}
+            if self.kind == "s3-inline":
+                extra["index_inline_limit"] = INLINE_VARIANT_LIMIT
+            if self.kind == "s3-sealed":
+                from langgraph_s3.sealing.kms import KmsKeyRing
+
+                extra["encryption"] = KmsKeyRing(self.kms_key)
             return S3Saver(
                 bucket=self.bucket,
                 table=self.table,

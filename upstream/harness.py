@@ -56,7 +56,13 @@ def sdist_tree(package: str = "langgraph") -> Path:
     return tree
 
 
-def run_suite(package: str, plugin: str, argv: list[str], asyncio: str = "anyio") -> int:
+def run_suite(
+    package: str,
+    plugin: str,
+    argv: list[str],
+    asyncio: str = "anyio",
+    extra_env: dict[str, str] | None = None,
+) -> int:
     """Run ``package``'s sdist tests (or ``argv``'s selection) with ``plugin`` loaded.
 
     ``asyncio`` names the plugin the suite runs its async tests with: langgraph's use
@@ -67,7 +73,11 @@ def run_suite(package: str, plugin: str, argv: list[str], asyncio: str = "anyio"
     env = {
         **os.environ,
         "NO_DOCKER": "true",
-        "PYTHONPATH": os.pathsep.join([str(HERE), str(tree)]),
+        # The caller's PYTHONPATH after ours (a checkout's src/ over an installed copy).
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(HERE), str(tree), os.environ.get("PYTHONPATH", "")) if p
+        ),
+        **(extra_env or {}),
     }
     cmd = [
         sys.executable, "-m", "pytest", "-p", plugin, "-p", "no:cacheprovider",
@@ -88,11 +98,16 @@ def main(argv: list[str]) -> int:
     graph = run_suite("langgraph", "lgs3_upstream_plugin", argv)
     if argv:
         return graph
+    # The same suite again with both savers sealing everything (issue 24).
+    print("LangGraph's tests again, with encryption= on both savers:", flush=True)
+    sealed = run_suite(
+        "langgraph", "lgs3_upstream_plugin", [], extra_env={"LGS3_UPSTREAM_ENCRYPTION": "1"}
+    )
     checkpoint = run_suite(
         "langgraph-checkpoint", "lgs3_checkpoint_plugin", ["-n", "0", "tests/test_memory.py"],
         asyncio="pytest-asyncio",
     )  # fmt: skip
-    return graph or checkpoint
+    return graph or sealed or checkpoint
 
 
 if __name__ == "__main__":

@@ -118,6 +118,19 @@ def _slow_memory_saver(latency: float) -> Any:
     return SlowMemorySaver()
 
 
+#: Set by ``harness.py`` for its second run of LangGraph's suite: both savers then seal
+#: everything (``encryption=``, a static key ring with a key per test).
+ENCRYPTION_ENV = "LGS3_UPSTREAM_ENCRYPTION"
+
+
+def _options() -> dict[str, Any]:
+    if not os.environ.get(ENCRYPTION_ENV):
+        return {}
+    from langgraph_s3.sealing import StaticKeyRing
+
+    return {"encryption": StaticKeyRing({"upstream": os.urandom(32)}, current="upstream")}
+
+
 @contextmanager
 def _our_saver() -> Iterator[Any]:
     """Upstream's sync "memory" saver: S3Saver on moto in-process, serialized."""
@@ -133,7 +146,7 @@ def _our_saver() -> Iterator[Any]:
     serialize_moto()
     bucket, table = _names()
     with mock_aws():
-        saver = S3Saver(bucket=bucket, table=table, region_name="us-east-1")
+        saver = S3Saver(bucket=bucket, table=table, region_name="us-east-1", **_options())
         saver.setup()
         try:
             yield saver
@@ -156,7 +169,7 @@ async def _our_async_saver() -> AsyncIterator[Any]:
     bucket, table = _names()
     S3Saver(bucket=bucket, table=table, region_name="us-east-1", endpoint_url=url).setup()
     async with AsyncS3Saver(
-        bucket=bucket, table=table, region_name="us-east-1", endpoint_url=url
+        bucket=bucket, table=table, region_name="us-east-1", endpoint_url=url, **_options()
     ) as saver:
         await saver.aget_tuple({"configurable": {"thread_id": "fixture-warm-up"}})
         yield saver
@@ -241,7 +254,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         parts = ", ".join(
             f"{n} {outcome}" for (s, outcome), n in sorted(counts.items()) if s == saver
         )
-        terminalreporter.write_line(f"upstream langgraph tests with {saver}: {parts or 'none'}")
+        sealed = " (encryption=)" if os.environ.get(ENCRYPTION_ENV) else ""
+        terminalreporter.write_line(
+            f"upstream langgraph tests with {saver}{sealed}: {parts or 'none'}"
+        )
     terminalreporter.write_line(
         f"upstream tests excluded: {len(EXCLUDED)} (upstream/upstream_exclusions.py)"
     )

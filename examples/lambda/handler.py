@@ -14,6 +14,9 @@ Configuration (environment):
 * ``CHECKPOINT_URL`` = ``s3://bucket/prefix?table=t&region=r`` (the storage stack's
   ``ConnectionString`` output), or ``CHECKPOINT_BUCKET``, ``CHECKPOINT_TABLE`` and
   optionally ``CHECKPOINT_PREFIX``. ``AWS_ENDPOINT_URL`` points boto3 elsewhere (moto).
+* ``CHECKPOINT_KMS_KEY``: the ARN of the KMS key of client-side encryption (the
+  storage stack's ``ClientSideKeyArn``); checkpoints are then sealed with
+  ``encryption=KmsKeyRing(ARN)``. Unset or empty: no client-side encryption.
 * ``ACTIONS_TABLE``: optional ledger the default executor writes each execution to.
 * ``APPROVAL_TIMEOUT_SECONDS``: how long a decision is accepted (default 7 days).
 * ``APPROVAL_AGENT_DRAFTER``: ``module:function`` replacing the default drafter.
@@ -90,24 +93,37 @@ def storage_settings(env: Mapping[str, str]) -> dict[str, Any]:
 
     Args:
         env: ``CHECKPOINT_URL`` or ``CHECKPOINT_BUCKET``/``CHECKPOINT_TABLE``/
-            ``CHECKPOINT_PREFIX``.
+            ``CHECKPOINT_PREFIX``; ``CHECKPOINT_KMS_KEY``.
 
     Returns:
-        ``bucket``, ``table``, ``prefix`` and, from a URL, ``region_name`` and
-        ``endpoint_url``.
+        ``bucket``, ``table``, ``prefix``; from a URL, ``region_name`` and
+        ``endpoint_url``; with a KMS key, ``encryption``.
     """
     url = env.get("CHECKPOINT_URL")
     if url:
         from langgraph_s3.connection import parse_conn_string
 
-        return parse_conn_string(url)
-    bucket, table = env.get("CHECKPOINT_BUCKET"), env.get("CHECKPOINT_TABLE")
-    if not bucket or not table:
-        raise RuntimeError(
-            "set CHECKPOINT_URL (the storage stack's ConnectionString output) or "
-            "CHECKPOINT_BUCKET and CHECKPOINT_TABLE"
-        )
-    return {"bucket": bucket, "table": table, "prefix": env.get("CHECKPOINT_PREFIX", "")}
+        settings = parse_conn_string(url)
+    else:
+        bucket, table = env.get("CHECKPOINT_BUCKET"), env.get("CHECKPOINT_TABLE")
+        if not bucket or not table:
+            raise RuntimeError(
+                "set CHECKPOINT_URL (the storage stack's ConnectionString output) or "
+                "CHECKPOINT_BUCKET and CHECKPOINT_TABLE"
+            )
+        settings = {"bucket": bucket, "table": table, "prefix": env.get("CHECKPOINT_PREFIX", "")}
+    kms_key = env.get("CHECKPOINT_KMS_KEY", "").strip()
+    if kms_key:
+        from langgraph_s3.sealing import KmsKeyRing
+        from langgraph_s3.sealing.kms import check_kms_key
+
+        if "encryption" in settings:
+            raise RuntimeError(
+                "CHECKPOINT_KMS_KEY and kms_key= in CHECKPOINT_URL: name the key once"
+            )
+        # An alias or a malformed ARN is refused here, before any request.
+        settings["encryption"] = KmsKeyRing(check_kms_key(kms_key, what="CHECKPOINT_KMS_KEY"))
+    return settings
 
 
 def _build_runtime(env: Mapping[str, str]) -> Runtime:
@@ -133,6 +149,9 @@ def _build_runtime(env: Mapping[str, str]) -> Runtime:
     }
     s3 = boto3.client("s3", **client_args)
     dynamodb = boto3.client("dynamodb", **client_args)
+    if "encryption" in settings:
+        # Data keys come from KMS: the same timeouts and retries as the other clients.
+        settings["kms_client"] = boto3.client("kms", **client_args)
     saver = S3Saver(s3_client=s3, dynamodb_client=dynamodb, **settings)
     graph = approval_agent.build_graph(
         saver,

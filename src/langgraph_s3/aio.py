@@ -23,12 +23,14 @@ from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.core.commit import claim_thread, put
 from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
+from langgraph_s3.core.reencrypt import Reencrypted, reencrypt_thread
 from langgraph_s3.core.setup import setup
+from langgraph_s3.core.tenants import shred_tenant
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.errors import MissingDependencyError
-from langgraph_s3.operations import Flow, Sleep, T, WaitUpload
+from langgraph_s3.operations import WAITS, Flow, Sleep, T
 from langgraph_s3.tracing import Call, Stats, span
 from langgraph_s3.transport import DYNAMODB, S3
 
@@ -127,6 +129,8 @@ class AsyncS3Saver(Driver):
             saver's own for the clients it creates (timeouts, retries).
         home_s3_client: An entered aiobotocore S3 client for the home region's bucket
             (cross-region ``"home"`` read policy); created on first use if not given.
+        kms_client: An entered aiobotocore KMS client for data keys (client-side
+            encryption); created on first use if not given.
         **options: See ``SaverOptions`` (the same options as ``S3Saver``).
     """
 
@@ -250,7 +254,7 @@ class AsyncS3Saver(Driver):
         if isinstance(op, Sleep):
             await asyncio.sleep(op.seconds)
             return None
-        if isinstance(op, WaitUpload):
+        if isinstance(op, WAITS):
             return await asyncio.wrap_future(op.pending)
         exchange = Exchange(self, op, self.endpoint_url, stats)
         try:
@@ -264,7 +268,7 @@ class AsyncS3Saver(Driver):
         return exchange.done(response)
 
     async def _bounded(self, op: Any, stats: Stats | None) -> Any:
-        if isinstance(op, WaitUpload):
+        if isinstance(op, WAITS):
             # A wait holds no request slot: the upload it waits for may need one.
             return await self._perform(op, stats)
         if self._sem is None:
@@ -357,6 +361,15 @@ class AsyncS3Saver(Driver):
         """Delete every checkpoint, write and object of a thread."""
         await self.run(delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
 
+    async def adelete_tenant(self, tenant_id: str) -> int:
+        """Erase a tenant: its threads, then its data key (see ``S3Saver.delete_tenant``).
+
+        Returns:
+            How many threads it deleted.
+        """
+        erased = await self.run(shred_tenant(self, tenant_id), Call("delete_tenant"))
+        return len(erased.threads)
+
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
         await self.run(delete_for_runs(self, run_ids), Call("delete_for_runs"))
@@ -366,6 +379,13 @@ class AsyncS3Saver(Driver):
         await self.run(
             copy_thread(self, source_thread_id, target_thread_id),
             Call("copy_thread", str(source_thread_id)),
+        )
+
+    async def areencrypt_thread(self, thread_id: str) -> Reencrypted:
+        """Seal a thread under a new data key and shred the old one (see
+        ``S3Saver.reencrypt_thread``)."""
+        return await self.run(
+            reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id))
         )
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -452,6 +472,10 @@ class AsyncS3Saver(Driver):
         """Sync ``adelete_thread`` for other threads."""
         self._sync(self.adelete_thread(thread_id))
 
+    def delete_tenant(self, tenant_id: str) -> int:
+        """Sync ``adelete_tenant`` for other threads."""
+        return self._sync(self.adelete_tenant(tenant_id))  # type: ignore[no-any-return]
+
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Sync ``adelete_for_runs`` for other threads."""
         self._sync(self.adelete_for_runs(run_ids))
@@ -459,6 +483,11 @@ class AsyncS3Saver(Driver):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Sync ``acopy_thread`` for other threads."""
         self._sync(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def reencrypt_thread(self, thread_id: str) -> Reencrypted:
+        """Sync ``areencrypt_thread`` for other threads."""
+        done: Reencrypted = self._sync(self.areencrypt_thread(thread_id))
+        return done
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Sync ``aprune`` for other threads."""

@@ -25,7 +25,7 @@ being rewritten with the whole last chunk on every append.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 #: Serialized values larger than this are chunked; smaller ones are one blob.
@@ -75,7 +75,8 @@ def _cdc(data: bytes) -> list[bytes]:
 
 @dataclass(frozen=True)
 class Chunk:
-    """One chunk of a value: the SHA-256 of its bytes, its size, its bytes if new."""
+    """One chunk of a value: its name (SHA-256 of its bytes, or keyed), its size, its
+    bytes if new."""
 
     digest: bytes
     size: int
@@ -93,23 +94,31 @@ class Previous:
     stable: int
 
 
-def _new(data: bytes) -> Chunk:
-    return Chunk(hashlib.sha256(data).digest(), len(data), data)
+def sha256(data: bytes) -> bytes:
+    """The default chunk name: SHA-256 of the chunk, 32 bytes."""
+    return hashlib.sha256(data).digest()
 
 
-def plan(data: bytes, previous: Previous | None = None) -> tuple[list[Chunk], int]:
+def plan(
+    data: bytes, previous: Previous | None = None, name: Callable[[bytes], bytes] = sha256
+) -> tuple[list[Chunk], int]:
     """Cut ``data`` into chunks, re-using what it shares with ``previous``.
 
     Returns the chunks in order and how many leading ones are stable. Without a
     usable ``previous`` this is plain content-defined chunking (one chunk up to
     :data:`CHUNK_THRESHOLD`); the result never depends on ``previous`` being right,
     only its cost does, because every re-used chunk is verified against ``data``.
+    ``name`` names a chunk (a keyed hash with encryption); ``previous`` must use it too.
     """
+
+    def _new(chunk: bytes) -> Chunk:
+        return Chunk(name(chunk), len(chunk), chunk)
+
     matched, offset = 0, 0
     if previous is not None:
         for d, size in zip(previous.digests, previous.sizes, strict=False):
             end = offset + size
-            if end > len(data) or hashlib.sha256(data[offset:end]).digest() != d:
+            if end > len(data) or name(data[offset:end]) != d:
                 break
             matched, offset = matched + 1, end
     if matched == 0:

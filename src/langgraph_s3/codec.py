@@ -4,11 +4,15 @@ Every object the saver writes starts with a 6-byte header::
 
     b"LGS3"  format-version (1 byte)  kind (1 byte: b"C" checkpoint, b"B" blob)
 
-followed by one zstd frame. The header lets a reader refuse an object written by
-a newer format (:class:`UnsupportedFormatError`) instead of misreading it, and
-lets the layout evolve by migration rather than by breakage. A checkpoint body's
-version is the oldest layout that can read it: 2 once a value in it has chunks
-in packs, 1 otherwise. A pack is blob frames one after the other.
+followed by one zstd frame, or, for kind ``b"S"`` (a sealed object, client-side
+encryption, layout 4), a 4-byte big-endian length and that many bytes sealed by
+:mod:`langgraph_s3.sealing` (which hold a whole ``C`` or ``B`` frame, encrypted). The
+header lets a reader refuse an object written by a newer format
+(:class:`UnsupportedFormatError`) instead of misreading it, and lets the layout evolve
+by migration rather than by breakage. A checkpoint body's version is the oldest layout
+that can read it: 2 once a value in it has chunks in packs, 1 otherwise. A pack is blob
+frames one after the other (sealed ones carry their length, so a whole pack can still be
+cut into its frames).
 """
 
 from __future__ import annotations
@@ -19,20 +23,25 @@ from typing import Any
 import ormsgpack
 import zstandard
 
-from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
+from langgraph_s3.errors import CorruptObjectError, SealedObjectError, UnsupportedFormatError
 
 MAGIC = b"LGS3"
 #: The newest layout this library reads (and writes where it is needed).
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: Layout 1: checkpoint bodies, loose blobs, records.
 LAYOUT_1 = 1
 #: Layout 2: value entries may name chunks inside packs (``["p", ...]``).
 LAYOUT_PACKS = 2
 #: Layout 3: a value with many chunks may name its chunk list (``["l", ...]``).
 LAYOUT_LISTS = 3
+#: Layout 4: sealed objects and records (client-side encryption, ``encryption=``).
+LAYOUT_SEALED = 4
 KIND_CHECKPOINT = b"C"
 KIND_BLOB = b"B"
+KIND_SEALED = b"S"
 _HEADER_LEN = len(MAGIC) + 2
+_SEALED_HEADER = MAGIC + bytes([LAYOUT_SEALED]) + KIND_SEALED
+_LENGTH_LEN = 4
 
 # Small records (pending writes kept in DynamoDB) are stored uncompressed: a zstd
 # frame costs ~10 bytes of overhead and saves nothing on a few dozen bytes.
@@ -42,6 +51,8 @@ _RAW = b"\x01"
 _ZSTD = b"\x02"
 _RAW_SUMMED = b"\x03"
 _ZSTD_SUMMED = b"\x04"
+#: A sealed record: the tag, then a record of tag 3 or 4 sealed to its write slot.
+SEALED_RECORD = b"\x05"
 _SUM_LEN = 8
 _RECORD_COMPRESS_MIN = 256
 
@@ -88,12 +99,19 @@ def frame(kind: bytes, payload: bytes, level: int, version: int = LAYOUT_1) -> b
 
 
 def frames(data: bytes, *, key: str) -> list[bytes]:
-    """The payloads of blob frames written one after the other (a pack)."""
+    """The payloads of blob frames written one after the other (a pack); of a sealed
+    frame, its sealed bytes (opening them needs the thread's key)."""
     out = []
     rest = data
     while rest:
         if len(rest) < _HEADER_LEN or not rest.startswith(MAGIC):
             raise CorruptObjectError(f"pack {key!r} holds something other than blobs", key=key)
+        if rest.startswith(_SEALED_HEADER):
+            size = int.from_bytes(rest[_HEADER_LEN : _HEADER_LEN + _LENGTH_LEN], "big")
+            end = _HEADER_LEN + _LENGTH_LEN + size
+            out.append(sealed_payload(rest[:end], key=key))
+            rest = rest[end:]
+            continue
         stream = zstandard.ZstdDecompressor().decompressobj()
         try:
             out.append(stream.decompress(rest[_HEADER_LEN:]))
@@ -103,6 +121,31 @@ def frames(data: bytes, *, key: str) -> list[bytes]:
             raise CorruptObjectError(f"pack {key!r} is truncated", key=key)
         rest = stream.unused_data
     return out
+
+
+def seal_frame(sealed: bytes) -> bytes:
+    """A sealed object (what ``sealing.seal`` made of a whole frame) as a stored object:
+    the header of kind ``S`` (layout 4), its length, then the sealed bytes."""
+    return _SEALED_HEADER + len(sealed).to_bytes(_LENGTH_LEN, "big") + sealed
+
+
+def is_sealed(data: bytes) -> bool:
+    """Whether ``data`` is a sealed object (header of kind ``S``), whole or damaged."""
+    return data.startswith(_SEALED_HEADER)
+
+
+def sealed_payload(data: bytes, *, key: str) -> bytes:
+    """The sealed bytes of a sealed object read from ``key`` (length checked)."""
+    if not is_sealed(data):
+        raise CorruptObjectError(f"object {key!r} is not a sealed object", key=key)
+    size = int.from_bytes(data[_HEADER_LEN : _HEADER_LEN + _LENGTH_LEN], "big")
+    if len(data) != _HEADER_LEN + _LENGTH_LEN + size:
+        raise CorruptObjectError(
+            f"sealed object {key!r} is {len(data)} bytes, its header says "
+            f"{_HEADER_LEN + _LENGTH_LEN + size}; it was truncated or altered",
+            key=key,
+        )
+    return data[_HEADER_LEN + _LENGTH_LEN :]
 
 
 def unframe(data: bytes, *, key: str, kind: bytes) -> bytes:
@@ -123,6 +166,12 @@ def unframe(data: bytes, *, key: str, kind: bytes) -> bytes:
     if version < 1:
         raise CorruptObjectError(f"object {key!r} has invalid format version 0", key=key)
     found = data[len(MAGIC) + 1 : _HEADER_LEN]
+    if found == KIND_SEALED and version == LAYOUT_SEALED:
+        raise SealedObjectError(
+            f"object {key!r} is sealed (client-side encryption): read it with a saver "
+            "configured with encryption= and the key ring that wrote it",
+            key=key,
+        )
     if found != kind:
         raise CorruptObjectError(
             f"object {key!r} is a {found!r} object where a {kind!r} object was expected",
@@ -168,6 +217,14 @@ def pack_record(obj: Any, level: int) -> bytes:
 def unpack_record(data: bytes, *, key: str) -> Any:
     """Unpack a record read from ``key``, verifying its checksum when it has one."""
     tag = data[:1]
+    if tag == SEALED_RECORD:
+        # Not SealedObjectError: one flipped bit turns tag 4 into this one.
+        raise CorruptObjectError(
+            f"record {key!r} is sealed (client-side encryption), or its tag was altered: "
+            "read it with a saver configured with encryption= and the key ring that "
+            "wrote it",
+            key=key,
+        )
     if tag in (_RAW, _ZSTD) and record_sum(data[1 + _SUM_LEN :]) == data[1 : 1 + _SUM_LEN]:
         # Tag 3 is one bit away from tags 1 and 2, and msgpack ignores trailing bytes: a
         # flipped tag would read the checksum as the (unchecked) record.

@@ -11,7 +11,9 @@ from urllib.parse import parse_qs, urlparse
 from langgraph_s3.errors import InvalidConfigError
 
 #: What ``s3://`` connection strings take after ``?``.
-CONN_STRING_OPTIONS = ("table", "region", "endpoint_url", "compression_level")
+CONN_STRING_OPTIONS = (
+    "table", "region", "endpoint_url", "compression_level", "kms_key", "previous_kms_key",
+)  # fmt: skip
 #: Other savers' spellings of those options, which difflib alone would not map.
 _OTHER_SPELLINGS = {"table_name": "table", "region_name": "region", "endpoint": "endpoint_url"}
 
@@ -43,7 +45,11 @@ def check_endpoint_url(endpoint_url: str) -> None:
 
 
 def parse_conn_string(conn_string: str) -> dict[str, Any]:
-    """Parse ``s3://bucket/prefix?table=t&region=r&endpoint_url=u`` into saver arguments."""
+    """Parse ``s3://bucket/prefix?table=t&region=r&endpoint_url=u`` into saver arguments.
+
+    ``kms_key=ARN`` (and ``previous_kms_key=ARN``, repeatable) give the saver
+    client-side encryption: ``encryption=KmsKeyRing(kms_key, previous=...)``.
+    """
     url = urlparse(conn_string)
     if url.scheme != "s3" or not url.netloc:
         raise InvalidConfigError(
@@ -68,6 +74,16 @@ def parse_conn_string(conn_string: str) -> dict[str, Any]:
             args["compression_level"] = int(query["compression_level"])
         except ValueError as exc:
             raise InvalidConfigError("compression_level must be an integer") from exc
+    previous = parse_qs(url.query).get("previous_kms_key", [])
+    if "kms_key" in query:
+        from langgraph_s3.sealing.kms import KmsKeyRing
+
+        args["encryption"] = KmsKeyRing(query["kms_key"], previous=previous)
+    elif previous:
+        raise InvalidConfigError(
+            f"connection string {conn_string!r} names previous_kms_key without kms_key: "
+            "add kms_key=ARN, the key that wraps new data keys"
+        )
     return args
 
 

@@ -24,6 +24,7 @@ from langgraph_s3.tracing import Stats
 from langgraph_s3.transport import (
     DYNAMODB,
     HOME_S3,
+    KMS,
     S3,
     call_spec,
     failed,
@@ -57,6 +58,7 @@ class Driver(SaverCore):
         compression_level: int = 3,
         *,
         home_s3_client: Any = None,
+        kms_client: Any = None,
         session: Any = None,
         boto_config: Any = None,
         **options: Unpack[SaverOptions],
@@ -72,7 +74,7 @@ class Driver(SaverCore):
             **options,
         )
         self.endpoint_url = endpoint_url
-        self._clients = Clients(s3_client, dynamodb_client, home_s3_client)
+        self._clients = Clients(s3_client, dynamodb_client, home_s3_client, kms_client)
         self._session = session
         self._boto_config = boto_config
         self._start()
@@ -161,7 +163,7 @@ class Exchange:
 
     def _count(self, received: int = 0) -> None:
         if self.stats is not None:
-            service = DYNAMODB if self.client_name == DYNAMODB else S3
+            service = self.client_name if self.client_name in (DYNAMODB, KMS) else S3
             sent = len(self.op.body) if isinstance(self.op, S3Put) else 0
             self.stats.add(service, sent, received, self.retries)
 
@@ -191,7 +193,7 @@ class Exchange:
 
 
 #: The AWS service of each client a saver holds.
-SERVICES = {S3: "s3", DYNAMODB: "dynamodb", HOME_S3: "s3"}
+SERVICES = {S3: "s3", DYNAMODB: "dynamodb", HOME_S3: "s3", KMS: "kms"}
 
 
 def client_region(saver: SaverCore, name: str) -> str | None:
@@ -204,11 +206,11 @@ def client_region(saver: SaverCore, name: str) -> str | None:
 
 
 class Clients:
-    """The S3, DynamoDB and home-region S3 clients of a saver; those it created itself
-    are the only ones it closes."""
+    """The S3, DynamoDB, home-region S3 and KMS clients of a saver; those it created
+    itself are the only ones it closes."""
 
-    def __init__(self, s3: Any, dynamodb: Any, home_s3: Any) -> None:
-        self.by_name: dict[str, Any] = {S3: s3, DYNAMODB: dynamodb, HOME_S3: home_s3}
+    def __init__(self, s3: Any, dynamodb: Any, home_s3: Any, kms: Any = None) -> None:
+        self.by_name: dict[str, Any] = {S3: s3, DYNAMODB: dynamodb, HOME_S3: home_s3, KMS: kms}
         self.created: list[Any] = []
 
     def keep(self, name: str, client: Any) -> Any:

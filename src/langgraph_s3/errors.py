@@ -80,6 +80,35 @@ class UndecodableValueError(CorruptObjectError):
     """
 
 
+class SealedObjectError(CorruptObjectError):
+    """A sealed (encrypted) object did not open; ``key`` names it.
+
+    Its authentication failed: it was moved from another thread, namespace,
+    checkpoint or write slot, altered after it was written, or sealed under a data
+    key other than the one given (a key that is missing, shredded or mixed up).
+    ``key_id`` is the id of the data key it was opened with, when there was one.
+    Nothing of its content is returned. Restore the object from a copy or delete the
+    checkpoint; retrying will not help.
+    """
+
+    def __init__(self, message: str, *, key: str, key_id: str | None = None) -> None:
+        # ``key_id`` is optional so that ``type(exc)(str(exc), key=other)`` (how the
+        # core renames an error to the object to repair) still works.
+        super().__init__(message, key=key)
+        self.key_id = key_id
+
+
+class PlaintextObjectError(SealedObjectError):
+    """An object or record written without encryption, read by a saver configured
+    with ``encryption=``; ``key`` names it.
+
+    A saver with encryption reads sealed data only, so that nobody with write access
+    to the bucket or table can slip unauthenticated data into a thread. Copy old
+    threads to another prefix with ``langgraph_s3.archive.copy_threads(plain_saver,
+    sealed_saver)``, or read them with a saver without encryption.
+    """
+
+
 class UnsupportedFormatError(ObjectError):
     """An object was written by a newer format version than this library reads.
 
@@ -155,6 +184,18 @@ class ThreadNotFoundError(S3SaverError):
     what is there)."""
 
 
+class ReencryptionError(S3SaverError):
+    """Re-encrypting thread ``thread_id`` could not finish: checkpoints or pending
+    writes kept being sealed under its old data key (a run is writing to it), so the
+    old key was not shredded. Stop the runs of this thread and re-encrypt it again;
+    the next run goes on where this one stopped.
+    """
+
+    def __init__(self, message: str, *, thread_id: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+
+
 class MissingDependencyError(S3SaverError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
@@ -192,3 +233,60 @@ class DamageFoundError(S3SaverError):
     def __init__(self, message: str, *, errors: list[str]) -> None:
         super().__init__(message)
         self.errors = errors
+
+
+class DataKeyError(S3SaverError):
+    """A data key or key-encryption key cannot be used; ``key_id`` names it.
+
+    Never carries key bytes. The subclasses say why.
+    """
+
+    def __init__(self, message: str, *, key_id: str) -> None:
+        super().__init__(message)
+        self.key_id = key_id
+
+
+class UnknownKeyError(DataKeyError):
+    """No key with ``key_id`` is configured (a key ring without it, a retired key).
+
+    Configure the key that wrote the data; retrying will not help.
+    """
+
+
+class KeyScopeError(DataKeyError):
+    """A thread's stored key scope (its own data key, or a tenant's) is not the one the
+    saver's ``tenant_of`` names for it. Nothing was sealed under either: fix
+    ``tenant_of`` (every writer of a thread must agree), or copy the thread to a new
+    id, which takes the scope ``tenant_of`` gives; retrying will not help.
+    """
+
+
+class KeyUnwrapError(DataKeyError):
+    """A wrapped data key was refused: it was altered, or it is being unwrapped with an
+    encryption context other than the one it was wrapped with (a key item moved to
+    another thread or tenant). Nothing sealed under it can be opened here.
+    """
+
+
+class KeyVersionError(DataKeyError):
+    """A sealed object names version ``key_id`` of thread ``thread_id``'s data key,
+    which the saver does not have.
+
+    ``newer`` False: that version was shredded (the thread was re-encrypted and its
+    old key deleted); the object cannot be opened and is garbage for ``gc``.
+    ``newer`` True: the thread was re-encrypted since the saver loaded its keys;
+    reading again loads them (the savers' reads retry once by themselves).
+    """
+
+    def __init__(self, message: str, *, key_id: str, thread_id: str, newer: bool) -> None:
+        super().__init__(message, key_id=key_id)
+        self.thread_id = thread_id
+        self.newer = newer
+
+
+class KeyServiceError(DataKeyError):
+    """The key service (AWS KMS) did not answer in time: throttled, or unavailable for
+    the moment, after botocore's own retries. ``key_id`` names the KMS key.
+
+    Retrying after a pause may help; nothing was written or decrypted.
+    """

@@ -21,6 +21,7 @@ from langgraph_s3.tracing import Call
 if TYPE_CHECKING:
     from langgraph_s3.aio import AsyncS3Saver
     from langgraph_s3.saver import S3Saver
+    from langgraph_s3.sealing.kms import KmsKeyRing
 
 
 def collect(saver: S3Saver, **kwargs: Any) -> GcReport:
@@ -47,13 +48,19 @@ def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
 
     ``CHECKPOINT_CONNECTION_STRING`` (``s3://bucket/prefix?table=t``, the storage
     stack's output) or ``CHECKPOINT_BUCKET``, ``CHECKPOINT_TABLE`` and
-    ``CHECKPOINT_PREFIX``; ``GC_GRACE`` (default ``1h``), ``GC_IDLE_TTL`` (unset: no
+    ``CHECKPOINT_PREFIX``; ``CHECKPOINT_KMS_KEY`` (the ARN of the KMS key of
+    client-side encryption: the run opens sealed threads with
+    ``encryption=KmsKeyRing(ARN)``; unset or empty: no encryption), or ``kms_key=`` in
+    the connection string; ``GC_GRACE`` (default ``1h``), ``GC_IDLE_TTL`` (unset: no
     expiry), ``GC_EXPIRE_INTERRUPTED`` (``true`` to expire threads waiting on an
     interrupt), ``GC_DRY_RUN`` (``true``).
 
     Raises:
-        DamageFoundError: the run found damaged checkpoints (after printing its
-            summary), so the function's Errors metric and its alarm fire.
+        InvalidConfigError: ``CHECKPOINT_KMS_KEY`` is an alias or not a key ARN, or
+            names a key beside a connection string that names one.
+        DamageFoundError: the run found damaged checkpoints, or threads it could not
+            open (after printing its summary), so the function's Errors metric and
+            its alarm fire.
     """
     import os
 
@@ -61,7 +68,7 @@ def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     from langgraph_s3.saver import S3Saver
 
     url = os.environ.get("CHECKPOINT_CONNECTION_STRING")
-    where = (
+    where: dict[str, Any] = (
         parse_conn_string(url)
         if url
         else {
@@ -70,6 +77,9 @@ def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             "prefix": os.environ.get("CHECKPOINT_PREFIX", ""),
         }
     )
+    kms_key = os.environ.get("CHECKPOINT_KMS_KEY", "").strip()
+    if kms_key:
+        where["encryption"] = _key_ring(kms_key, where)
     ttl = os.environ.get("GC_IDLE_TTL")
     with S3Saver(**where) as saver:
         report = collect(
@@ -80,6 +90,26 @@ def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             dry_run=os.environ.get("GC_DRY_RUN", "").lower() == "true",
         )
     print(report.summary())
+    _fail_on_damage(report)
+    return asdict(report)
+
+
+def _key_ring(kms_key: str, where: Mapping[str, Any]) -> KmsKeyRing:
+    """``CHECKPOINT_KMS_KEY`` as the run's key ring (checked before any request)."""
+    from langgraph_s3.sealing.kms import KmsKeyRing, check_kms_key
+
+    if "encryption" in where:
+        # Two places naming a key would let them disagree; which one wins is a guess.
+        raise InvalidConfigError(
+            "CHECKPOINT_KMS_KEY and kms_key= in CHECKPOINT_CONNECTION_STRING both name a "
+            "KMS key: name the key once (infra/gc.yaml sets CHECKPOINT_KMS_KEY from its "
+            "ClientSideKeyArn parameter)"
+        )
+    return KmsKeyRing(check_kms_key(kms_key, what="CHECKPOINT_KMS_KEY"))
+
+
+def _fail_on_damage(report: GcReport) -> None:
+    """Raise after a run that spared threads it could not read, so the alarm fires."""
     if report.errors:
         raise DamageFoundError(
             f"garbage collection found {len(report.errors)} damaged checkpoint(s) (first: "
@@ -88,7 +118,16 @@ def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             "next run collects what they leave",
             errors=report.errors,
         )
-    return asdict(report)
+    if report.threads_protected:
+        first = report.threads_protected[0]
+        raise DamageFoundError(
+            f"garbage collection could not open {len(report.threads_protected)} thread(s) "
+            f"(first: {first['thread_id']!r}: {first['reason']}); their objects were "
+            "spared. For encrypted storage set CHECKPOINT_KMS_KEY to the key's ARN "
+            "(infra/gc.yaml: ClientSideKeyArn, the storage stack's) and grant the "
+            "function kms:Decrypt on that key",
+            errors=[f"{p['thread_id']}: {p['reason']}" for p in report.threads_protected],
+        )
 
 
 __all__ = [

@@ -150,6 +150,20 @@ class Layout:
         """Partition key: all items of one thread share it (prefix included)."""
         return f"{self.prefix}{encode_segment(thread_id)}"
 
+    def tenant_pk(self, tenant: str) -> str:
+        """Partition key of a tenant's data key items (client-side encryption per tenant).
+
+        ``#`` never follows the prefix of a thread's partition (segments are escaped,
+        prefixes may not contain it) and ``/`` makes :meth:`owns_pk` false, so no
+        thread, of this prefix or a nested one, shares it, and listings of threads
+        pass it by.
+        """
+        return f"{self.tenants_pk_prefix()}{encode_segment(tenant)}"
+
+    def tenants_pk_prefix(self) -> str:
+        """Begins the partition key of every tenant's data key items of this prefix."""
+        return f"{self.prefix}#tenant/"
+
     @staticmethod
     def folder_of_pk(pk: str) -> str:
         """The thread folder (``thread_prefix``) of the thread whose partition key is ``pk``."""

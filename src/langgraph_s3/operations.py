@@ -73,6 +73,21 @@ class WaitUpload(Request[bool]):
 
 
 @dataclass(frozen=True)
+class WaitKey(Request[bool]):
+    """Wait for another flow's load of the data key of the thread stored under
+    ``folder``, or of the tenant whose partition key it is (client-side encryption).
+    Result: ``True`` if it loaded one."""
+
+    folder: str
+    pending: Future[bool] = field(compare=False, repr=False)
+
+
+#: Operations that wait for another flow's work: drivers wait for ``pending`` on the
+#: calling thread or the event loop, never on a worker the other flow may need.
+WAITS = (WaitUpload, WaitKey)
+
+
+@dataclass(frozen=True)
 class ListPage:
     """One page of an S3 listing."""
 
@@ -148,6 +163,71 @@ class Emit:
     value: Any
 
 
+#: An encryption context as a request holds it: its pairs sorted by key, so two
+#: requests for the same context compare equal however the mapping was built.
+Context = tuple[tuple[str, str], ...]
+
+
+def context_of(context: Mapping[str, str]) -> Context:
+    """``context`` as :data:`Context` (sorted pairs)."""
+    return tuple(sorted((str(k), str(v)) for k, v in context.items()))
+
+
+@dataclass(frozen=True)
+class GeneratedKey:
+    """What ``GenerateDataKey`` answered: the data key, wrapped and in the clear."""
+
+    secret: bytes = field(repr=False)
+    wrapped: bytes = field(repr=False)
+    kms_key: str  # the ARN of the KMS key that wrapped it
+
+
+@dataclass(frozen=True)
+class KmsGenerateDataKey(Request[GeneratedKey]):
+    """Ask AWS KMS for a new 256-bit data key under ``kms_key``, wrapped for ``context``.
+
+    Result: :class:`GeneratedKey`. ``data_key_id`` is the id the data key will get
+    (for error messages only; KMS never sees it).
+    """
+
+    kms_key: str
+    context: Context
+    data_key_id: str
+
+
+@dataclass(frozen=True)
+class KmsDecrypt(Request[bytes]):
+    """Ask AWS KMS to unwrap ``wrapped`` with ``kms_key``, for exactly ``context``.
+
+    Result: the data key's bytes. ``kms_key`` is sent as ``KeyId``, so KMS refuses a
+    blob wrapped under any other key instead of using whichever key it names.
+    """
+
+    wrapped: bytes = field(repr=False)
+    kms_key: str
+    context: Context
+    data_key_id: str
+
+
+@dataclass(frozen=True)
+class KmsReEncrypt(Request[bytes]):
+    """Ask AWS KMS to re-wrap ``wrapped`` from ``kms_key`` under ``destination``, for
+    the same ``context`` (``langgraph-s3 rekey``). Result: the new wrapped bytes.
+
+    The data key never leaves KMS in the clear.
+    """
+
+    wrapped: bytes = field(repr=False)
+    kms_key: str
+    destination: str
+    context: Context
+    data_key_id: str
+
+
+#: The requests that go to AWS KMS.
+KmsRequest = KmsGenerateDataKey | KmsDecrypt | KmsReEncrypt
+
+
 @dataclass(frozen=True)
 class CreateBucket(Request[None]):
     """Create the bucket if it does not exist (``setup()``). Result: ``None``."""
@@ -165,6 +245,10 @@ Op = (
     | Sleep
     | CreateBucket
     | WaitUpload
+    | WaitKey
+    | KmsGenerateDataKey
+    | KmsDecrypt
+    | KmsReEncrypt
 )
 
 

@@ -24,13 +24,15 @@ from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.core.commit import claim_thread, put
 from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
+from langgraph_s3.core.reencrypt import Reencrypted, reencrypt_thread
 from langgraph_s3.core.setup import setup
+from langgraph_s3.core.tenants import shred_tenant
 from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
-from langgraph_s3.operations import Flow, Sleep, T, WaitUpload
+from langgraph_s3.operations import WAITS, Flow, Sleep, T
 from langgraph_s3.tracing import Call, Stats, span
-from langgraph_s3.transport import DYNAMODB, S3, translate_transport
+from langgraph_s3.transport import DYNAMODB, KMS, S3, translate_transport
 
 
 class S3Saver(Driver):
@@ -54,13 +56,15 @@ class S3Saver(Driver):
         compression_level: zstd level for objects (1-22; 3 is fast and compact).
         home_s3_client: S3 client for the home region's bucket (cross-region ``"home"``
             read policy); created on first use if not given.
+        kms_client: A boto3 KMS client for data keys (client-side encryption); created
+            on first use if not given.
         session: A ``boto3.Session`` to create clients from (a named profile, assumed
             role credentials); boto3's default session if not given.
         boto_config: A ``botocore.config.Config`` merged over the saver's own for the
             clients it creates (timeouts, retries; see the README for Lambda).
         **options: See ``SaverOptions``: ``inline_threshold``, ``max_concurrency``,
             ``cache_bytes``, ``cache_ttl``, ``touch_on_read``,
-            ``cross_region``, ``clock``.
+            ``cross_region``, ``clock``, ``encryption`` (client-side encryption).
     """
 
     def _start(self) -> None:
@@ -156,6 +160,11 @@ class S3Saver(Driver):
         """The boto3 DynamoDB client in use (created with the saver if none was given)."""
         return self._client(DYNAMODB)
 
+    @property
+    def kms_client(self) -> Any:
+        """The boto3 KMS client in use (created on first use if none was given)."""
+        return self._client(KMS)
+
     # -------------------------------------------------------------- driving
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -170,7 +179,7 @@ class S3Saver(Driver):
         if isinstance(op, Sleep):
             time.sleep(op.seconds)
             return None
-        if isinstance(op, WaitUpload):
+        if isinstance(op, WAITS):
             return op.pending.result()
         exchange = Exchange(self, op, self.endpoint_url, stats)
         try:
@@ -193,11 +202,11 @@ class S3Saver(Driver):
         futures = {
             i: pool.submit(self._perform, op, stats)
             for i, op in enumerate(ops)
-            if not isinstance(op, WaitUpload)
+            if not isinstance(op, WAITS)
         }
         results: list[Any] = [None] * len(ops)
         for i, op in enumerate(ops):
-            if isinstance(op, WaitUpload):
+            if isinstance(op, WAITS):
                 results[i] = self._perform(op)
         for i, fut in futures.items():
             results[i] = fut.result()
@@ -308,6 +317,27 @@ class S3Saver(Driver):
         """Delete every checkpoint, write and object of a thread."""
         self.run(delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
 
+    def delete_tenant(self, tenant_id: str) -> int:
+        """Erase a tenant: delete every thread whose data key is the tenant's (see
+        ``Encryption.tenant_of``), then every version of the tenant's data key.
+
+        Deleting one thread of a tenant shreds nothing (the tenant's other threads use
+        the key); this does. It scans the index for the tenant's threads: an
+        administrator's operation, which needs ``dynamodb:Scan`` besides the rights of
+        ``delete_thread`` (docs/security.md). Stop the tenant's writers first.
+
+        Args:
+            tenant_id: The tenant, as ``tenant_of`` names it.
+
+        Returns:
+            How many threads it deleted.
+
+        Raises:
+            InvalidConfigError: ``tenant_id`` is not a non-empty string.
+        """
+        erased = self.run(shred_tenant(self, tenant_id), Call("delete_tenant"))
+        return len(erased.threads)
+
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
         self.run(delete_for_runs(self, run_ids), Call("delete_for_runs"))
@@ -318,6 +348,30 @@ class S3Saver(Driver):
             copy_thread(self, source_thread_id, target_thread_id),
             Call("copy_thread", str(source_thread_id)),
         )
+
+    def reencrypt_thread(self, thread_id: str) -> Reencrypted:
+        """Seal a thread's whole history under a new data key and shred the old one.
+
+        For a data key that may have leaked: the thread keeps its id, every
+        checkpoint, pending write, metadata and parent link, and stays readable
+        throughout. Run it while no run writes to the thread (as ``delete_thread``);
+        a run that stopped midway is finished by running it again. See
+        docs/security.md, "Re-encrypting a thread".
+
+        Args:
+            thread_id: The thread to re-encrypt.
+
+        Returns:
+            What was done: the new key version, checkpoints re-sealed, objects
+            uploaded, old versions shredded.
+
+        Raises:
+            InvalidConfigError: The saver has no ``encryption=``.
+            DataKeyError: The thread has data but no data key.
+            ReencryptionError: Runs kept writing under the old key; nothing was
+                shredded. Stop them and run it again.
+        """
+        return self.run(reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id)))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` (per namespace, delta-channel aware) or ``"delete"``."""
@@ -392,6 +446,10 @@ class S3Saver(Driver):
         """``delete_thread`` on a worker thread."""
         await asyncio.to_thread(self.delete_thread, thread_id)
 
+    async def adelete_tenant(self, tenant_id: str) -> int:
+        """``delete_tenant`` on a worker thread."""
+        return await asyncio.to_thread(self.delete_tenant, tenant_id)
+
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """``delete_for_runs`` on a worker thread."""
         await asyncio.to_thread(self.delete_for_runs, run_ids)
@@ -399,6 +457,10 @@ class S3Saver(Driver):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """``copy_thread`` on a worker thread."""
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def areencrypt_thread(self, thread_id: str) -> Reencrypted:
+        """``reencrypt_thread`` on a worker thread."""
+        return await asyncio.to_thread(self.reencrypt_thread, thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``prune`` on a worker thread."""

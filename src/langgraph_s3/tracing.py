@@ -11,6 +11,7 @@ span named ``langgraph_s3.<call>`` (``setup`` too) with these attributes:
 ``langgraph_s3.checkpoint_ns``     the namespace, when the call names one
 ``langgraph_s3.requests.s3``       S3 requests the call made
 ``langgraph_s3.requests.dynamodb`` DynamoDB requests the call made
+``langgraph_s3.requests.kms``      KMS requests the call made (only when there were any)
 ``langgraph_s3.s3.bytes_sent``     object bytes uploaded (checkpoint bodies and blobs)
 ``langgraph_s3.s3.bytes_received`` object bytes downloaded
 ``langgraph_s3.retries``           retries botocore made inside those requests
@@ -129,6 +130,8 @@ def _attributes(call: Call, stats: Stats, hits: int, conflict: bool) -> dict[str
         "langgraph_s3.cache_hits": hits,
         "langgraph_s3.conflict": conflict,
     }
+    if stats.requests.get("kms"):  # only with client-side encryption
+        out["langgraph_s3.requests.kms"] = stats.requests["kms"]
     if call.thread_id is not None:
         out["langgraph_s3.thread_id"] = call.thread_id
     if call.checkpoint_ns is not None:

@@ -14,15 +14,24 @@ from botocore.exceptions import ClientError
 from langgraph_s3.errors import (
     AccessDeniedError,
     CredentialsError,
+    DataKeyError,
     EndpointError,
     InvalidConfigError,
+    KeyServiceError,
+    KeyUnwrapError,
     S3SaverError,
     StorageNotFoundError,
+    UnknownKeyError,
 )
 from langgraph_s3.logs import log
 from langgraph_s3.operations import (
     CreateBucket,
+    GeneratedKey,
     IndexRequest,
+    KmsDecrypt,
+    KmsGenerateDataKey,
+    KmsReEncrypt,
+    KmsRequest,
     ListPage,
     Op,
     S3Copy,
@@ -33,7 +42,7 @@ from langgraph_s3.operations import (
 )
 
 # Which client performs an operation.
-S3, HOME_S3, DYNAMODB = "s3", "home_s3", "dynamodb"
+S3, HOME_S3, DYNAMODB, KMS = "s3", "home_s3", "dynamodb", "kms"
 
 
 def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, dict[str, Any]]:
@@ -52,6 +61,8 @@ def call_spec(op: Op, bucket: str, home_bucket: str | None) -> tuple[str, str, d
         return S3, "get_object", get
     if isinstance(op, IndexRequest):
         return (DYNAMODB, *op.call())
+    if isinstance(op, KmsGenerateDataKey | KmsDecrypt | KmsReEncrypt):
+        return (KMS, *kms_call(op))
     if isinstance(op, S3Put):
         return S3, "put_object", {"Bucket": bucket, "Key": op.key, "Body": op.body}
     if isinstance(op, S3List):
@@ -99,6 +110,14 @@ def finish(op: Op, response: Any) -> Any:
         return response
     if isinstance(op, IndexRequest):
         return op.result(response)
+    if isinstance(op, KmsGenerateDataKey):
+        return GeneratedKey(
+            bytes(response["Plaintext"]), bytes(response["CiphertextBlob"]), response["KeyId"]
+        )
+    if isinstance(op, KmsDecrypt):
+        return bytes(response["Plaintext"])
+    if isinstance(op, KmsReEncrypt):
+        return bytes(response["CiphertextBlob"])
     if isinstance(op, S3List):
         return ListPage(
             [
@@ -129,6 +148,8 @@ def failed(op: Op, exc: ClientError, *, bucket: str, table: str, region: str | N
         return op.refused(code, exc.response)
     if isinstance(op, CreateBucket) and code == "BucketAlreadyOwnedByYou":
         return None
+    if isinstance(op, KmsGenerateDataKey | KmsDecrypt | KmsReEncrypt):
+        raise kms_error(op, exc, region=region) from exc
     raise translate(exc, bucket=bucket, table=table, region=region) from exc
 
 
@@ -164,6 +185,7 @@ _S3_ACTIONS = {
 _WRONG_REGION = {
     "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"
 }  # fmt: skip
+_KMS_ACTIONS = {"GenerateDataKey", "Decrypt"}
 _DENIED = {"AccessDenied", "AccessDeniedException", "Forbidden", "403", "AllAccessDisabled"}
 
 
@@ -175,6 +197,8 @@ def translate(
     action = str(getattr(exc, "operation_name", "") or "request")
     where = f"in region {region!r}" if region else "in the configured region"
     resource = f"S3 bucket {bucket!r}" if action in _S3_ACTIONS else f"DynamoDB table {table!r}"
+    if action in _KMS_ACTIONS:
+        resource = "the KMS key"
     if code in _MISSING_BUCKET:
         return StorageNotFoundError(
             f"S3 bucket {bucket!r} does not exist {where}: check the bucket name and region; "
@@ -244,3 +268,108 @@ def translate_transport(exc: BaseException, *, endpoint: str | None) -> BaseExce
             "retrying may help"
         )
     return exc
+
+
+# ------------------------------------------------------------------------ KMS
+def kms_call(op: KmsRequest) -> tuple[str, dict[str, Any]]:
+    """The KMS client method and arguments that perform ``op``."""
+    context = dict(op.context)
+    if isinstance(op, KmsGenerateDataKey):
+        return "generate_data_key", {
+            "KeyId": op.kms_key,
+            "KeySpec": "AES_256",
+            "EncryptionContext": context,
+        }
+    if isinstance(op, KmsReEncrypt):
+        return "re_encrypt", {
+            "CiphertextBlob": op.wrapped,
+            "SourceKeyId": op.kms_key,
+            "DestinationKeyId": op.destination,
+            "SourceEncryptionContext": context,
+            "DestinationEncryptionContext": context,
+        }
+    return "decrypt", {
+        "CiphertextBlob": op.wrapped,
+        "KeyId": op.kms_key,
+        "EncryptionContext": context,
+    }
+
+
+def describe_context(op: KmsRequest) -> str:
+    """The encryption context of a KMS request in words (it names the thread or tenant)."""
+    return ", ".join(f"{k}={v!r}" for k, v in op.context) or "no encryption context"
+
+
+#: KMS answers that pass: botocore has already retried them (standard mode).
+_KMS_BUSY = {
+    "ThrottlingException", "LimitExceededException", "KMSInternalException",
+    "DependencyTimeoutException", "KeyUnavailableException",
+}  # fmt: skip
+_KMS_UNUSABLE = {"KMSInvalidStateException", "DisabledException"}
+
+
+_VERBS: dict[type, str] = {
+    KmsGenerateDataKey: "wrap a new",
+    KmsDecrypt: "unwrap",
+    KmsReEncrypt: "re-wrap",
+}
+# What IAM checks (a re-wrap: ReEncryptFrom on the source key, ReEncryptTo on the
+# destination; the message names the first).
+_ACTIONS: dict[type, str] = {
+    KmsGenerateDataKey: "kms:GenerateDataKey",
+    KmsDecrypt: "kms:Decrypt",
+    KmsReEncrypt: "kms:ReEncryptFrom and kms:ReEncryptTo",
+}
+
+
+def kms_error(op: KmsRequest, exc: ClientError, *, region: str | None) -> BaseException:
+    """Our typed error for a KMS request that failed, naming the context and the key."""
+    code = error_code(exc)
+    what = f"data key {op.data_key_id!r} ({describe_context(op)})"
+    verb = _VERBS[type(op)]
+    key = f"KMS key {op.kms_key!r}"
+    if isinstance(op, KmsReEncrypt):
+        key += f" (to KMS key {op.destination!r})"
+    if code in ("InvalidCiphertextException", "IncorrectKeyException"):
+        return KeyUnwrapError(
+            f"KMS refused to unwrap {what} with {key} ({code}): the wrapped key was altered, "
+            "was wrapped under another KMS key, or belongs to another encryption context (a "
+            "key item moved to another thread or tenant). Nothing sealed under it opens here",
+            key_id=op.data_key_id,
+        )
+    if code in _DENIED:
+        action = _ACTIONS[type(op)]
+        return AccessDeniedError(
+            f"access denied: the credentials may not {verb} {what} with {key} ({code}); "
+            f"allow {action} in the key policy or the role's IAM policy, for this encryption "
+            "context (a kms:EncryptionContext condition may be refusing this thread)",
+            action=action,
+            resource=key,
+        )
+    if code == "NotFoundException":
+        where = f"region {region!r}" if region else "the configured region"
+        return UnknownKeyError(
+            f"{key} does not exist in {where}, so the saver cannot {verb} {what}: check the "
+            "key ARN and region (a multi-region key needs a replica in this region)",
+            key_id=op.kms_key,
+        )
+    if code in _KMS_UNUSABLE:
+        return DataKeyError(
+            f"{key} is disabled or pending deletion ({code}), so the saver cannot {verb} "
+            f"{what}: enable the key, or cancel its deletion while the waiting period lasts",
+            key_id=op.kms_key,
+        )
+    if code == "InvalidKeyUsageException":
+        return DataKeyError(
+            f"{key} cannot {verb} {what} ({code}): use a symmetric encryption key "
+            "(KeySpec SYMMETRIC_DEFAULT, KeyUsage ENCRYPT_DECRYPT)",
+            key_id=op.kms_key,
+        )
+    if code in _KMS_BUSY:
+        return KeyServiceError(
+            f"KMS could not {verb} {what} with {key} ({code}) after botocore's retries: "
+            "retry after a pause; if it is throttling, ask for a higher KMS request quota "
+            "or keep unwrapped keys cached longer (cache_ttl)",
+            key_id=op.kms_key,
+        )
+    return translate(exc, bucket="", table="", region=region)

@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_chec
 
 from langgraph_s3.core import SaverCore, schema
 from langgraph_s3.core.commit import put
-from langgraph_s3.core.index import Page, Transact, WritesUpdate
+from langgraph_s3.core.index import Page, PutNew, Query, Transact, WritesUpdate
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.operations import IndexRequest, S3Get, S3Put, WaitUpload
 from tests.core.script import Script
@@ -63,6 +63,8 @@ class Stored:
     head: dict[str, Any] = field(default_factory=dict)
     objects: dict[str, bytes] = field(default_factory=dict)
     config: RunnableConfig | None = None
+    #: With encryption=: the data key items the flow created.
+    key_items: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def row(self) -> schema.Row:
@@ -70,6 +72,17 @@ class Stored:
 
 
 def _answer(stored: Stored, op: Any) -> Any:
+    if isinstance(op, Query) and op.prefix == schema.KEY_SK_PREFIX:
+        # With encryption=: the key items (or a tenant reference) of the partition asked.
+        items = sorted(
+            (i for i in stored.key_items if i[schema.PK]["S"] == op.pk),
+            key=lambda i: str(i[schema.SK]["S"]),
+            reverse=op.newest_first,
+        )
+        return Page(items[: op.limit], None)
+    if isinstance(op, PutNew):
+        stored.key_items.append(dict(op.item))
+        return True
     if isinstance(op, S3Put):
         stored.objects[op.key] = op.body
         return None

@@ -17,7 +17,7 @@ import pytest
 from langgraph_s3 import codec
 from langgraph_s3.core import SaverCore, collect, lists, schema
 from langgraph_s3.core.collect import STATE_KEY, GcReport, collect_flow
-from langgraph_s3.core.index import BatchWrite, ScanSegment
+from langgraph_s3.core.index import BatchWrite, Page, Query, ScanSegment
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.operations import ListPage, S3Delete, S3Get, S3List, S3Put
 from tests.core.canned import T0, Stored, checkpoint, config, make_core, page, store, store_writes
@@ -69,6 +69,8 @@ class Storage:
 
     def __init__(self, prefix: str = "", scan_page: int = 2, list_page: int = 1000) -> None:
         self.prefix = make_core(prefix=prefix).layout.prefix
+        #: the collector's ``encryption=`` (tests of sealed storage)
+        self.encryption: Any = None
         self.items: dict[tuple[str, str], dict[str, Any]] = {}
         self.objects: dict[str, tuple[bytes, float]] = {}  # key -> body, last modified
         self.scan_page, self.list_page = scan_page, list_page
@@ -87,7 +89,7 @@ class Storage:
     def add(self, *stored: Stored, modified: float = T0, committed: bool = True) -> None:
         """What puts wrote: their objects and (unless ``committed=False``) items."""
         for s in stored:
-            for item in (s.item, s.head) if committed else ():
+            for item in (s.item, s.head, *s.key_items) if committed else ():
                 if item:
                     self.items[item[schema.PK]["S"], item[schema.SK]["S"]] = item
             for key, body in s.objects.items():
@@ -117,7 +119,7 @@ class Storage:
     def run(self, tmp_path: Path, at: float, **options: Any) -> GcReport:
         """One collection at time ``at`` (a fresh saver state, like a new process)."""
         self.now, self.rounds = at, []
-        core = make_core(prefix=self.prefix, clock=lambda: at)
+        core = make_core(prefix=self.prefix, clock=lambda: at, encryption=self.encryption)
         script = Script(collect_flow(core, workdir=str(tmp_path), **options))
         while script.pending is not None:
             op = script.pending
@@ -128,6 +130,18 @@ class Storage:
         return report
 
     def answer(self, op: Any) -> Any:
+        if isinstance(op, Query):  # with encryption=: a thread's data key item
+            assert op.prefix == schema.KEY_SK_PREFIX and op.newest_first, op
+            keys = sorted(
+                (
+                    i
+                    for (pk, sk), i in self.items.items()
+                    if pk == op.pk and sk.startswith(op.prefix)
+                ),
+                key=lambda i: i[schema.SK]["S"],
+                reverse=True,
+            )
+            return Page(keys[: op.limit], None)
         if isinstance(op, ScanSegment):
             ours = sorted(
                 (i for (pk, _), i in self.items.items() if pk.startswith(op.prefix)),
@@ -632,3 +646,102 @@ def test_an_unreadable_chunk_list_protects_its_threads_folder(
     assert deleted_objects(storage.sent) == []  # P1, P2 and the junk: all spared
     [error] = report.errors
     assert pack in error
+
+
+# --------------------------------------------------------------------------- encryption
+def sealed_writer(enc: Any, at: float = T0) -> SaverCore:
+    return writer(at=at, encryption=enc)
+
+
+@pytest.mark.parametrize("ns", ["", "n" * 200])  # the second one's key segment is a hash
+def test_with_encryption_young_writes_are_opened_or_their_folder_spared(
+    tmp_path: Path, ns: str
+) -> None:
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    enc = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
+    storage = Storage()
+    storage.encryption = enc
+    first = store_writes(config("t1", "c1", ns), [("out", HUGE)], "task", core=sealed_writer(enc))
+    storage.add(first)
+    storage.objects[garbage()] = (b"junk", T0)
+    report = storage.run(tmp_path, at=T0 + 60, grace=HOUR)
+    assert not report.errors and storage.has_item(first)
+    condemned = storage.condemned()
+    assert first.objects and not set(first.objects) & set(condemned)
+    assert (garbage() in condemned) == (ns == "")  # a hashed namespace spares the folder
+
+
+def sealed_thread(storage: Storage) -> tuple[Any, Stored, Stored]:
+    """A sealed thread t1 (a checkpoint with a value blob, a large pending write) in
+    ``storage``: its ``Encryption``, checkpoint and writes."""
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    enc = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
+    c1 = store(config(), checkpoint("c1", {"big": BIG}), core=sealed_writer(enc))
+    w1 = store_writes(config("t1", "c1"), [("out", HUGE)], "task", core=sealed_writer(enc))
+    storage.add(c1, w1)
+    return enc, c1, w1
+
+
+def test_with_encryption_the_collector_opens_with_the_keys_or_spares_the_thread(
+    tmp_path: Path,
+) -> None:
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    storage = Storage()
+    enc, c1, w1 = sealed_thread(storage)
+    storage.objects[garbage()] = (b"junk", T0)
+    # Without the thread's key (a ring that does not unwrap it): nothing of its
+    # folder goes, and the run says why.
+    storage.encryption = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert garbage() in storage.objects and not report.errors
+    [protected] = report.threads_protected
+    assert protected["thread_id"] == "t1" and "does not unwrap" in protected["reason"]
+    storage.encryption = enc
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert not report.errors and garbage() not in storage.objects
+    assert all(k in storage.objects for k in (*c1.objects, *w1.objects))
+    # A thread stored without encryption: spared, once, with the reason.
+    plain = a_thread("plain")
+    storage.add(*plain)
+    storage.objects[garbage("plain")] = (b"junk", T0)
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert not report.errors and garbage("plain") in storage.objects
+    [protected] = report.threads_protected
+    assert (
+        protected["thread_id"] == "plain" and "stored without encryption" in (protected["reason"])
+    )
+
+
+def test_without_encryption_a_sealed_thread_is_protected_once_and_its_expiry_shreds_it(
+    tmp_path: Path,
+) -> None:
+    storage = Storage()
+    _, c1, _ = sealed_thread(storage)
+    storage.add(*a_thread("plain", at=T0 + DAY))
+    assert c1.key_items  # what marks the thread sealed, readable without its key
+    storage.objects[garbage()] = (b"junk", T0)
+    # A run without encryption= reads nothing of the sealed thread and spares it,
+    # saying why once (not once per object).
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert report.errors == [] and garbage() in storage.objects
+    [protected] = report.threads_protected
+    assert protected["thread_id"] == "t1" and "sealed" in protected["reason"]
+    assert (
+        "; 1 thread(s) protected, their objects spared (first, thread 't1': its data is sealed"
+        in (report.summary())
+    )
+    assert not any(isinstance(op, S3Get) and op.key.startswith("t1/") for op in storage.sent)
+    # Expiring it needs no key: its items go, its key items with them.
+    dry = storage.run(tmp_path, at=T0 + 3 * DAY, grace=0, idle_ttl=DAY, dry_run=True)
+    assert dry.threads_shredded == ["t1"] and "1 of them would be shredded" in dry.summary()
+    report = storage.run(tmp_path, at=T0 + 3 * DAY, grace=0, idle_ttl=DAY)
+    assert set(report.threads_expired) == {"t1", "plain"}
+    assert report.threads_shredded == ["t1"] and report.threads_protected == []
+    assert not [k for k in storage.items if k[1].startswith(schema.KEY_SK_PREFIX)]
+    assert json.loads(report.to_json())["threads_shredded"] == ["t1"]

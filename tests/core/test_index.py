@@ -25,6 +25,7 @@ from langgraph_s3.core.index import (
     KeyPrefixScan,
     ListFilter,
     Page,
+    PutNew,
     Query,
     RunQuery,
     ScanCheckpoints,
@@ -439,6 +440,16 @@ def test_a_batch_write_sends_its_requests_and_answers_what_was_deferred() -> Non
                 "ConditionExpression": "#p = :p",
                 "ExpressionAttributeNames": {"#p": "p"},
                 "ExpressionAttributeValues": {":p": {"S": "c0"}},
+            },
+        ),
+        (
+            PutNew("t", {"pk": {"S": "t1"}, "sk": {"S": "k#0000000001"}}),
+            "put_item",
+            {
+                "TableName": "t",
+                "Item": {"pk": {"S": "t1"}, "sk": {"S": "k#0000000001"}},
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": "pk"},
             },
         ),
         (

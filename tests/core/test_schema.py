@@ -72,6 +72,13 @@ def test_record_attributes_name_write_indexes_both_ways() -> None:
     assert [schema.record_index(n) for n in ("w", "wx", "pk", "x1", "tid")] == [None] * 5
 
 
+def test_data_key_sort_keys_sort_by_version_after_the_checkpoints_and_heads() -> None:
+    sks = [schema.key_sk(v) for v in (1, 2, 10, 9_999_999_999)]
+    assert sks == sorted(sks) and sks[0] == "k#0000000001"
+    assert all(sk.startswith(schema.KEY_SK_PREFIX) for sk in sks)
+    assert "c#~#x" < "h#~" < sks[0] < schema.OWNER_SK
+
+
 def test_values_and_keys() -> None:
     assert (schema.s("a"), schema.n(1.5), schema.b(b"x")) == ({"S": "a"}, {"N": "1.5"}, {"B": b"x"})
     assert schema.text({"a": {"S": "v"}}, "a") == "v" and schema.text({}, "a") is None

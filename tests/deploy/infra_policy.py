@@ -75,7 +75,7 @@ def iam_requests(
     """The IAM requests AWS authorises for one API call.
 
     Args:
-        service: botocore service name (``s3``, ``dynamodb``).
+        service: botocore service name (``s3``, ``dynamodb``, ``kms``).
         operation: API operation name (``GetObject``, ``Query``, ...).
         params: The call's parameters as botocore received them.
         arns: ARN builder for the account and region.
@@ -165,10 +165,36 @@ def iam_requests(
                     )
                 )
             return out
+    if service == "kms" and operation in ("GenerateDataKey", "Decrypt"):
+        # Client-side encryption's data keys: the key named as KeyId, and the request's
+        # encryption context as IAM sees it (one key per pair, and the list of names).
+        context = dict(params.get("EncryptionContext") or {})
+        keys = {f"kms:EncryptionContext:{k}": (str(v),) for k, v in context.items()}
+        keys["kms:EncryptionContextKeys"] = tuple(context)
+        resource = params["KeyId"]
+        if not resource.startswith("arn:"):
+            resource = f"arn:{arns.partition}:kms:{arns.region}:{arns.account}:key/{resource}"
+        return [IamRequest(f"kms:{operation}", resource, keys, operation)]
+    if service == "kms" and operation == "ReEncrypt":
+        # langgraph-s3 rekey: from the source key to the destination key, same context.
+        context = dict(params.get("SourceEncryptionContext") or {})
+        keys = {f"kms:EncryptionContext:{k}": (str(v),) for k, v in context.items()}
+        keys["kms:EncryptionContextKeys"] = tuple(context)
+        return [
+            IamRequest("kms:ReEncryptFrom", params["SourceKeyId"], keys, operation),
+            IamRequest("kms:ReEncryptTo", params["DestinationKeyId"], keys, operation),
+        ]
     raise AssertionError(
         f"no IAM mapping for {service}:{operation}; add it to tests/deploy/infra_policy.py "
         "and decide whether infra/storage.yaml must grant it"
     )
+
+
+def with_context(request: IamRequest, context: Mapping[str, str]) -> IamRequest:
+    """The same KMS request with another encryption context, as IAM would see it."""
+    keys = {f"kms:EncryptionContext:{k}": (v,) for k, v in context.items()}
+    keys["kms:EncryptionContextKeys"] = tuple(context)
+    return IamRequest(request.action, request.resource, keys, request.api)
 
 
 # ------------------------------------------------------------- evaluation

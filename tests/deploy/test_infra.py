@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import importlib.util
 import inspect
@@ -63,6 +64,8 @@ NOT_EXERCISED = {
     "from_conn_string": "constructs a saver; makes no AWS request",
     "claim_thread": "cross-region hand-over; this stack is single-region",
     "aclaim_thread": "cross-region hand-over; this stack is single-region",
+    "reencrypt_thread": "needs encryption=: run by test_infra_keys.py on a stack with a key",
+    "areencrypt_thread": "needs encryption=: run by test_infra_keys.py on a stack with a key",
 }
 
 
@@ -133,7 +136,13 @@ def resolve(node: Any, refs: dict[str, Any], conditions: dict[str, bool]) -> Any
 def policy_documents(
     template: dict[str, Any], refs: dict[str, Any], has_kms: bool
 ) -> dict[str, dict[str, Any]]:
-    conditions = {"HasKmsKey": has_kms, "KeepVersions": False}
+    client_side, prefix = bool(refs.get("ClientSideKeyArn")), bool(refs.get("Prefix"))
+    conditions = {
+        "HasKmsKey": has_kms,
+        "KeepVersions": False,
+        "ClientSideKeyOfAPrefix": client_side and prefix,
+        "ClientSideKeyOfTheWholeTable": client_side and not prefix,
+    }
     return {
         name: resolve(res["Properties"]["PolicyDocument"], refs, conditions)
         for name, res in template["Resources"].items()
@@ -605,7 +614,8 @@ def test_lambda_example_runs_on_the_stack(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = function_environment(LAMBDA_TEMPLATE, "ApprovalFunction", stack)
-    assert set(env) == {"CHECKPOINT_URL", "APPROVAL_TIMEOUT_SECONDS"}
+    assert set(env) == {"CHECKPOINT_URL", "CHECKPOINT_KMS_KEY", "APPROVAL_TIMEOUT_SECONDS"}
+    assert env["CHECKPOINT_KMS_KEY"] == ""  # no ClientSideKeyArn: no client-side encryption
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("ACTIONS_TABLE", raising=False)  # the ledger is not deployed here
@@ -781,6 +791,7 @@ def exercise_saver(stack: Stack, recorder: Recorder) -> None:
     main.delete_for_runs(["run-a"])
     main.prune(["beta"], strategy="delete")
     main.delete_thread("never-existed")
+    main.delete_tenant("no-such-tenant")  # a scan: admin use
     gamma: RunnableConfig = {"configurable": {"thread_id": "gamma"}}
 
     async def async_api(s: S3Saver) -> None:
@@ -799,6 +810,7 @@ def exercise_saver(stack: Stack, recorder: Recorder) -> None:
         await s.aprune(["delta"], strategy="keep_latest")
         await s.adelete_for_runs(["run-g"])
         await s.adelete_thread("delta")
+        await s.adelete_tenant("no-such-tenant")
 
     asyncio.run(async_api(saver()))
 
@@ -866,8 +878,10 @@ def test_runtime_policy_allows_every_call_the_saver_makes(traffic: Traffic) -> N
             assert not allowed(runtime, request), (caller, request)
         else:
             assert allowed(runtime, request), (caller, request)
-    # gc.collect scans its segments concurrently, so from the saver's worker threads.
-    assert scanners == {"list", "(a saver's worker thread)"}
+    # gc.collect scans its segments concurrently, so from the saver's worker threads;
+    # delete_tenant scans for the tenant's threads (admin use, as list(None); its async
+    # twin runs it on a worker thread too).
+    assert scanners == {"list", "delete_tenant", "(a saver's worker thread)"}
 
 
 def test_runtime_policy_grants_no_action_the_saver_does_not_use(traffic: Traffic) -> None:
@@ -917,32 +931,80 @@ def test_policies_deny_the_same_calls_elsewhere(traffic: Traffic, what: str) -> 
 # ------------------------------------------------------------- gc.yaml beside it
 
 
+def deploy_collector(name: str, storage: Stack, parameters: dict[str, str]) -> dict[str, Any]:
+    """infra/gc.yaml deployed as ``name`` beside ``storage`` (a placeholder package)."""
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=f"{name}-code")
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as z:
+        z.writestr("placeholder.py", "")
+    s3.put_object(Bucket=f"{name}-code", Key="gc.zip", Body=code.getvalue())
+    cfn = boto3.client("cloudformation", region_name=REGION)
+    given = {"StorageStackName": storage.name, "CodeBucket": f"{name}-code", "CodeKey": "gc.zip"}
+    cfn.create_stack(
+        StackName=name,
+        TemplateBody=(ROOT / "infra" / "gc.yaml").read_text(),
+        Parameters=[
+            {"ParameterKey": k, "ParameterValue": v} for k, v in {**given, **parameters}.items()
+        ],
+        Capabilities=["CAPABILITY_IAM"],
+    )
+    desc: dict[str, Any] = cfn.describe_stacks(StackName=name)["Stacks"][0]
+    assert desc["StackStatus"] == "CREATE_COMPLETE", desc.get("StackStatusReason")
+    return desc
+
+
+@dataclass
+class RolePolicies:
+    """A deployed role's identity policies: attached (managed) and inline, by name."""
+
+    managed: list[dict[str, Any]]
+    inline: dict[str, dict[str, Any]]
+
+    @property
+    def documents(self) -> list[dict[str, Any]]:
+        return [*self.managed, *self.inline.values()]
+
+
+def role_policies(stack_name: str, template: Path, logical_id: str, storage: Stack) -> RolePolicies:
+    """The policies of role ``logical_id`` of a stack deployed from ``template``.
+
+    Inline policies as IAM holds them. moto does not attach a CloudFormation role's
+    ``ManagedPolicyArns``, so those are taken from the template, each an import of one
+    of ``storage``'s policy outputs, as that stack deployed them.
+    """
+    arns = load_template(template)["Resources"][logical_id]["Properties"]["ManagedPolicyArns"]
+    managed = [storage.policies[_imported_output(arn)] for arn in arns]
+    cfn = boto3.client("cloudformation", region_name=REGION)
+    role = cfn.describe_stack_resource(StackName=stack_name, LogicalResourceId=logical_id)
+    name = role["StackResourceDetail"]["PhysicalResourceId"]
+    iam = boto3.client("iam", region_name=REGION)
+
+    def plain(document: Any) -> dict[str, Any]:
+        if not isinstance(document, str):
+            return dict(document)
+        try:
+            parsed: dict[str, Any] = json.loads(document)
+        except ValueError:
+            # moto keeps an inline policy made by CloudFormation as the Python repr of
+            # the resolved document; AWS returns JSON.
+            parsed = ast.literal_eval(document)
+        return parsed
+
+    inline = {
+        policy: plain(iam.get_role_policy(RoleName=name, PolicyName=policy)["PolicyDocument"])
+        for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]
+    }
+    return RolePolicies(managed, inline)
+
+
 def test_collector_stack_deploys_against_the_storage_stack(stack: Stack) -> None:
     """infra/gc.yaml deployed beside this storage stack: moto creates the function, its
     role, log group, failure queue and schedule; it accepts but does not model
     ``AWS::Lambda::EventInvokeConfig`` and the alarms, which test_infra_regions.py
     checks on the template."""
-    s3 = boto3.client("s3", region_name=REGION)
-    s3.create_bucket(Bucket="collector-code")
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as z:
-        z.writestr("placeholder.py", "")
-    s3.put_object(Bucket="collector-code", Key="gc.zip", Body=code.getvalue())
+    desc = deploy_collector("collector", stack, {"LogRetentionDays": "14"})
     cfn = boto3.client("cloudformation", region_name=REGION)
-    cfn.create_stack(
-        StackName="collector",
-        TemplateBody=(ROOT / "infra" / "gc.yaml").read_text(),
-        Parameters=[
-            {"ParameterKey": "StorageStackName", "ParameterValue": "checkpoints"},
-            {"ParameterKey": "CodeBucket", "ParameterValue": "collector-code"},
-            {"ParameterKey": "CodeKey", "ParameterValue": "gc.zip"},
-            {"ParameterKey": "LogRetentionDays", "ParameterValue": "14"},
-        ],
-        Capabilities=["CAPABILITY_IAM"],
-    )
-    desc = cfn.describe_stacks(StackName="collector")["Stacks"][0]
-    assert desc["StackStatus"] == "CREATE_COMPLETE", desc.get("StackStatusReason")
-
     fn = boto3.client("lambda", region_name=REGION).get_function(FunctionName="collector-collector")
     config = fn["Configuration"]
     assert config["Handler"] == "langgraph_s3.gc.lambda_handler"

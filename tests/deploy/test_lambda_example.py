@@ -22,6 +22,7 @@ from typing import Any
 import boto3
 import pytest
 
+import langgraph_s3
 from tests.conftest import create_keyed_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,6 +88,8 @@ class App:
             "APPROVAL_AGENT_NOW": now.isoformat(),
             "APPROVAL_TIMEOUT_SECONDS": str(7 * 24 * 3600),
             "PYTHONDONTWRITEBYTECODE": "1",
+            # The langgraph-s3 under test, not whichever one the interpreter has installed.
+            "PYTHONPATH": str(Path(langgraph_s3.__file__).parents[1]),
         }
         env.update(extra or {})
         return env
@@ -383,3 +386,32 @@ def test_a_client_chosen_thread_id_starts_once(app: App) -> None:
     assert again.body["error"] == "thread_exists"
     shown = app.invoke(status("order-C-9"), T0 + timedelta(minutes=2))
     assert shown.body["requested_at"] == "2030-01-07T09:00:00Z"  # the first start, untouched
+
+
+def test_with_a_kms_key_the_threads_are_sealed_and_decided_across_containers(app: App) -> None:
+    """CHECKPOINT_KMS_KEY (the template's ClientSideKeyArn): each cold container opens
+    the thread with the key; the stored thread has a data key wrapped under it, and a
+    saver without the key cannot read it."""
+    from langgraph_s3 import S3Saver, SealedObjectError
+
+    kms = boto3.client("kms", region_name=REGION, endpoint_url=app.endpoint)
+    arn = kms.create_key()["KeyMetadata"]["Arn"]
+    sealed = {"CHECKPOINT_KMS_KEY": arn}
+    first = app.invoke(start("refund order K-1"), T0, sealed)
+    assert first.status == 201, first.body
+    thread = first.body["thread_id"]
+    approved = app.invoke(decision(thread, True), T0 + timedelta(days=1), sealed)
+    assert approved.status == 200, approved.body
+    assert approved.body["status"] == "completed" and len(approved.executions) == 1
+
+    ddb = boto3.client("dynamodb", region_name=REGION, endpoint_url=app.endpoint)
+    items = ddb.query(
+        TableName=app.table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"{app.prefix}{thread}"}},
+    )["Items"]
+    assert [i["kek"]["S"] for i in items if "kek" in i] == [arn]  # one data key, this KMS key
+    plain = S3Saver(bucket=app.bucket, table=app.table, prefix=app.prefix,
+                    region_name=REGION, endpoint_url=app.endpoint)  # fmt: skip
+    with pytest.raises(SealedObjectError):
+        plain.get_tuple({"configurable": {"thread_id": thread}})

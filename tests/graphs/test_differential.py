@@ -254,3 +254,19 @@ async def test_random_programs_match_in_memory_async(
         async with fresh(server_backend).async_saver() as saver:
             ops += await arun_seed(seed, saver)
     record_property("differential", (len(chosen), ops))
+
+
+def test_random_programs_match_in_memory_sealed(
+    inproc_backend: Backend, record_property: Callable[[str, Any], None]
+) -> None:
+    """The same programs on a saver with ``encryption=`` (a third of a chunk's seeds)."""
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    chosen = seeds(40_000)[: max(1, SEEDS // 3)]
+    ops = 0
+    for seed in chosen:
+        ring = StaticKeyRing({"ring": os.urandom(32)}, current="ring")
+        saver = fresh(inproc_backend).saver(encryption=Encryption(ring))
+        ops += run_seed(seed, saver)
+    record_property("differential", (len(chosen), ops))

@@ -43,3 +43,23 @@ async def test_async_saver_conformance(server_backend: Backend) -> None:
 
     report = await validate(factory)
     _assert_full(report, made[0])
+
+
+async def test_sealed_saver_conformance(inproc_backend: Backend) -> None:
+    """The same kit on a saver with ``encryption=`` (in-process moto)."""
+    import os
+
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    enc = Encryption(StaticKeyRing({"ring": os.urandom(32)}, current="ring"))
+    made = []
+
+    @checkpointer_test(name="S3Saver-sealed")
+    async def factory() -> AsyncIterator[object]:
+        saver = inproc_backend.saver(encryption=enc)
+        made.append(saver)
+        yield saver
+
+    report = await validate(factory)
+    _assert_full(report, made[0])

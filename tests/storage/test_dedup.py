@@ -471,3 +471,27 @@ def test_a_damaged_prefetch_list_does_not_break_the_read(
     tup = backend.saver().get_tuple(cfg("pf"))
     assert tup is not None
     assert tup.checkpoint["channel_values"] == values
+
+
+def test_sealed_blobs_dedupe_within_a_thread_and_differ_across_threads(
+    backend: Backend,
+) -> None:
+    """With ``encryption=``, blob names are keyed by the thread's data key: the same
+    value written again in a thread (by another cold saver too) is still one object,
+    and the same value in another thread gets an unrelated name, so equality across
+    threads is not visible in the bucket."""
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    ring = StaticKeyRing({"r": os.urandom(32)}, current="r")
+    value = os.urandom(40_000)
+    put_values(backend.saver(encryption=Encryption(ring)), "one", {"a": value}, "1")
+    blobs = blob_objects(backend, "one")
+    assert len(blobs) == 1
+    put_values(backend.saver(encryption=Encryption(ring)), "one", {"a": value, "b": value}, "2")
+    assert blob_objects(backend, "one") == blobs
+    put_values(backend.saver(encryption=Encryption(ring)), "two", {"a": value}, "1")
+    (one,), (two,) = blob_objects(backend, "one"), blob_objects(backend, "two")
+    assert one.rsplit("/", 1)[1] != two.rsplit("/", 1)[1]
+    tup = backend.saver(encryption=Encryption(ring)).get_tuple(cfg("one"))
+    assert tup is not None and tup.checkpoint["channel_values"] == {"a": value, "b": value}

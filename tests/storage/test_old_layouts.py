@@ -4,7 +4,8 @@ collected by today's code, in the same thread as new checkpoints (mixed history)
 Each fixture ``tests/layouts/v{N}.json.gz`` is the bucket and table written by the
 release of layout N running the ``before`` part of each scenario in
 ``tests/layouts/scenarios.py`` (``v1``: 0.1.0, commit 0aaf7d3; ``v2``: 0.2.0, with
-packs, commit 61aa109; ``v3``: 0.3.0, with chunk lists, commit 3192de3); see
+packs, commit 61aa109; ``v3``: 0.3.0, with chunk lists, commit 3192de3; ``v4``:
+0.4.0 with ``encryption=``, sealed, commit b3760f1, read with the key ring it keeps); see
 ``tests/layouts/write.py`` for how they were made. A fixture holds the threads of the
 scenarios that existed when it was written (its recorded ``threads``: those whose
 ``since`` is at most N), and every scenario's ``after`` part runs on every fixture
@@ -25,14 +26,21 @@ from langgraph.types import Command
 from langgraph_s3 import codec
 from langgraph_s3.core import schema
 from langgraph_s3.gc import collect
+from langgraph_s3.sealing import MAGIC as SEAL_MAGIC
 from tests.conftest import Backend
 from tests.graphs.test_graphs import Calls, build_approval, cfg, history_summary, writes_summary
 from tests.layouts import store
 from tests.layouts.scenarios import SCENARIOS, Scenario, reference
+from tests.layouts.write import saver_options
 
 FIXTURES = Path(__file__).resolve().parents[1] / "layouts"
 #: layout -> (release, commit) that wrote its fixture
-WRITTEN_BY = {"v1": ("0.1.0", "0aaf7d3"), "v2": ("0.2.0", "61aa109"), "v3": ("0.3.0", "3192de3")}
+WRITTEN_BY = {
+    "v1": ("0.1.0", "0aaf7d3"),
+    "v2": ("0.2.0", "61aa109"),
+    "v3": ("0.3.0", "3192de3"),
+    "v4": ("0.4.0", "b3760f1"),
+}
 PREFIX = "fx/"
 
 
@@ -66,9 +74,20 @@ def loaded(backend: Backend, layout: str) -> Backend:
     return backend
 
 
-def history(backend: Backend, thread: str) -> list[dict[str, Any]]:
+def options(layout: str) -> dict[str, Any]:
+    """The saver options the fixture's threads are read with (``encryption=`` for a
+    sealed fixture, with the key ring it recorded)."""
+    return saver_options(fixture(layout)["written_by"].get("ring"))
+
+
+def open_saver(backend: Backend, layout: str) -> Any:
+    """A new saver (a cold container) on the fixture's storage."""
+    return backend.saver(prefix=PREFIX, **options(layout))
+
+
+def history(backend: Backend, layout: str, thread: str) -> list[dict[str, Any]]:
     """Every checkpoint of the thread (all namespaces) with its metadata and writes."""
-    return writes_summary(backend.saver(prefix=PREFIX), cfg(thread))
+    return writes_summary(open_saver(backend, layout), cfg(thread))
 
 
 def test_the_fixture_was_written_by_its_release(layout: str) -> None:
@@ -81,12 +100,36 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     assert any("/c/" in k for k in keys), "no checkpoint body in S3: a layout case is missing"
     assert any("/b/" in k for k in keys)
     assert any(k.endswith(".pack") for k in keys) == (layout != "v1")
+    if "ring" in meta:
+        assert_sealed(fixture(layout))
+        return
     kinds = entry_kinds(layout)
     assert {"i", "r"} <= kinds["body"] and {"i", "r"} <= kinds["write"]
     assert ("p" in kinds["body"] | kinds["write"]) == (number(layout) >= 2)
     # layout 3: a chunk list named by pending writes and by the checkpoints taking them up
     lists = {where for where, found in kinds.items() if "l" in found}
     assert lists == ({"body", "write"} if number(layout) >= 3 else set())
+
+
+def assert_sealed(data: dict[str, Any]) -> None:
+    """Layout 4 (``encryption=``): every object and record sealed, no metadata index,
+    a data key item in every thread's partition."""
+    for key, body in data["objects"].items():
+        raw = base64.b64decode(body)
+        if key.endswith(".pack"):
+            assert all(f.startswith(SEAL_MAGIC) for f in codec.frames(raw, key=key)), key
+        else:
+            assert codec.is_sealed(raw), key
+    threads = {i["pk"]["S"] for i in data["items"] if i["sk"]["S"].startswith("c#")}
+    keyed = {i["pk"]["S"] for i in data["items"] if i["sk"]["S"].startswith("k#")}
+    assert threads and threads <= keyed
+    for item in data["items"]:
+        assert "md" not in item
+        if schema.BODY in item:
+            assert codec.is_sealed(base64.b64decode(item[schema.BODY]["B"]))
+        for name, attr in item.items():
+            if schema.record_index(name) is not None:
+                assert base64.b64decode(attr["B"])[:1] == codec.SEALED_RECORD, name
 
 
 def number(layout: str) -> int:
@@ -119,7 +162,7 @@ def test_an_old_thread_goes_on_as_in_memory(
 ) -> None:
     """Read, resume, fork and list each old thread: the same as if it had been in memory."""
     loaded(backend, layout)
-    assert scenario.after(lambda: backend.saver(prefix=PREFIX)) == expected(scenario)
+    assert scenario.after(lambda: open_saver(backend, layout)) == expected(scenario)
 
 
 async def test_the_async_saver_resumes_an_old_thread(server_backend: Backend, layout: str) -> None:
@@ -130,7 +173,7 @@ async def test_the_async_saver_resumes_an_old_thread(server_backend: Backend, la
     want_history = history_summary(reference_graph.get_state_history(cfg("approval")))
 
     loaded(server_backend, layout)
-    async with server_backend.async_saver(prefix=PREFIX) as saver:
+    async with server_backend.async_saver(prefix=PREFIX, **options(layout)) as saver:
         graph = build_approval(saver, Calls())
         final = await graph.ainvoke(Command(resume=True), cfg("approval"))
         got = history_summary([s async for s in graph.aget_state_history(cfg("approval"))])
@@ -139,46 +182,46 @@ async def test_the_async_saver_resumes_an_old_thread(server_backend: Backend, la
 
 def test_old_and_mixed_threads_copy_prune_and_delete(backend: Backend, layout: str) -> None:
     loaded(backend, layout)
-    SCENARIOS[0].after(lambda: backend.saver(prefix=PREFIX))  # approval: now mixed
-    saver = backend.saver(prefix=PREFIX)
-    before = {t: history(backend, t) for t in ("approval", "fanout", "nested")}
+    SCENARIOS[0].after(lambda: open_saver(backend, layout))  # approval: now mixed
+    saver = open_saver(backend, layout)
+    before = {t: history(backend, layout, t) for t in ("approval", "fanout", "nested")}
 
     saver.copy_thread("approval", "approval-copy")
     saver.copy_thread("fanout", "fanout-copy")
-    assert history(backend, "approval-copy") == before["approval"]
-    assert history(backend, "fanout-copy") == before["fanout"]
+    assert history(backend, layout, "approval-copy") == before["approval"]
+    assert history(backend, layout, "fanout-copy") == before["fanout"]
 
     saver.prune(["fanout"], strategy="keep_latest")
-    pruned = history(backend, "fanout")
+    pruned = history(backend, layout, "fanout")
     assert len(pruned) == 1 and pruned[0]["channels"] == before["fanout"][0]["channels"]
 
     saver.delete_thread("nested")
     assert not [k for k in backend.object_keys() if k.startswith(f"{PREFIX}nested/")]
     assert not [i for i in backend.items() if i["pk"]["S"] == f"{PREFIX}nested"]
-    assert history(backend, "approval") == before["approval"]
+    assert history(backend, layout, "approval") == before["approval"]
 
 
 def test_the_collector_keeps_what_old_and_mixed_threads_use(backend: Backend, layout: str) -> None:
     loaded(backend, layout)
-    SCENARIOS[4].after(lambda: backend.saver(prefix=PREFIX))  # direct: now mixed
-    saver = backend.saver(prefix=PREFIX)
+    SCENARIOS[4].after(lambda: open_saver(backend, layout))  # direct: now mixed
+    saver = open_saver(backend, layout)
     threads = ("approval", "failing", "fanout")
-    before = {t: history(backend, t) for t in threads}
+    before = {t: history(backend, layout, t) for t in threads}
     direct = [t.checkpoint for t in saver.list(cfg("direct"))]
 
     report = collect(saver, grace=0)
     assert report.errors == [] and report.objects_deleted == 0
     stored = [k for k in backend.object_keys() if not k.startswith(f"{PREFIX}.gc/")]
     assert report.objects == report.objects_referenced == len(stored)
-    fresh = backend.saver(prefix=PREFIX)
-    assert {t: history(backend, t) for t in threads} == before
+    fresh = open_saver(backend, layout)
+    assert {t: history(backend, layout, t) for t in threads} == before
     assert [t.checkpoint for t in fresh.list(cfg("direct"))] == direct
 
     fresh.delete_thread("direct")
-    report = collect(backend.saver(prefix=PREFIX), grace=0)
+    report = collect(open_saver(backend, layout), grace=0)
     assert report.errors == []
     assert not [k for k in backend.object_keys() if k.startswith(f"{PREFIX}direct/")]
-    assert {t: history(backend, t) for t in threads} == before
+    assert {t: history(backend, layout, t) for t in threads} == before
 
 
 @pytest.mark.parametrize("layout", [layout for layout, s in HELD if s.thread == "lists"])
@@ -188,13 +231,13 @@ def test_an_old_thread_with_chunk_lists_is_copied_and_collected(
     """Chunk lists in packs (layout 3) survive a copy, and the copy survives deleting
     and collecting the original."""
     loaded(backend, layout)
-    saver = backend.saver(prefix=PREFIX)
-    before = history(backend, "lists")
+    saver = open_saver(backend, layout)
+    before = history(backend, layout, "lists")
     saver.copy_thread("lists", "lists-copy")
-    assert history(backend, "lists-copy") == before
+    assert history(backend, layout, "lists-copy") == before
 
     saver.delete_thread("lists")
-    report = collect(backend.saver(prefix=PREFIX), grace=0)
+    report = collect(open_saver(backend, layout), grace=0)
     assert report.errors == [] and report.objects_deleted == 0
     assert not [k for k in backend.object_keys() if k.startswith(f"{PREFIX}lists/")]
-    assert history(backend, "lists-copy") == before
+    assert history(backend, layout, "lists-copy") == before

@@ -15,7 +15,7 @@ from langgraph_s3.driving import Clients, Exchange, Steps, client_region
 from langgraph_s3.errors import EndpointError, StorageNotFoundError
 from langgraph_s3.operations import Emit, S3Get, S3Put
 from langgraph_s3.regions import CrossRegion
-from langgraph_s3.transport import DYNAMODB, HOME_S3, S3
+from langgraph_s3.transport import DYNAMODB, HOME_S3, KMS, S3
 from tests.core.canned import make_core
 
 
@@ -96,7 +96,7 @@ def test_clients_close_only_what_the_saver_created() -> None:
     clients = Clients(mine, None, None)
     assert clients.keep(DYNAMODB, created) is created
     assert clients.forget_created() == [created]
-    assert clients.by_name == {S3: mine, DYNAMODB: None, HOME_S3: None}
+    assert clients.by_name == {S3: mine, DYNAMODB: None, HOME_S3: None, KMS: None}
     assert clients.forget_created() == []
 
 
@@ -107,6 +107,19 @@ def test_the_home_client_lives_in_the_home_region() -> None:
     assert client_region(core, HOME_S3) == "us-east-1"
     with pytest.raises(AssertionError):
         client_region(make_core(), HOME_S3)
+
+
+def test_kms_requests_go_to_the_kms_client_of_the_saver_region_and_count_as_kms() -> None:
+    from langgraph_s3.operations import KmsDecrypt
+    from langgraph_s3.tracing import Stats
+
+    core = make_core(region_name="eu-west-1")
+    stats = Stats()
+    exchange = Exchange(core, KmsDecrypt(b"w", "k", (("thread", "t"),), "1"), None, stats)
+    assert (exchange.client_name, exchange.method) == (KMS, "decrypt")
+    assert client_region(core, KMS) == "eu-west-1"
+    assert exchange.done({"Plaintext": b"k" * 32}) == b"k" * 32
+    assert stats.requests == {"s3": 0, "dynamodb": 0, "kms": 1}
 
 
 def _emitting() -> Generator[Any, Any, None]:

@@ -219,6 +219,19 @@ def test_a_nested_prefix_is_not_the_outer_savers(
 
 
 @SETTINGS
+@given(prefixes, prefixes, ids, ids)
+def test_a_tenants_key_partition_is_no_threads(
+    outer: str, inner: str, tenant: str, thread: str
+) -> None:
+    """A tenant's data key items (``tenant_pk``) share a partition with no thread of the
+    saver's prefix or of a nested one, and listings of threads pass it by."""
+    mine = Layout(outer)
+    pk = mine.tenant_pk(tenant)
+    assert not mine.owns_pk(pk)
+    assert pk not in (mine.pk(thread), Layout(outer + inner).pk(thread))
+
+
+@SETTINGS
 @given(ids, ids, ids, cids)
 def test_keys_fit_the_s3_and_dynamodb_limits(thread: str, ns: str, task: str, cid: str) -> None:
     """With the longest prefix ``normalize_prefix`` accepts: S3 keys and sort keys within

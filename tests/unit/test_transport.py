@@ -13,13 +13,20 @@ from langgraph_s3.core.index import Cancelled, DeleteHead, Query, TableStatus, T
 from langgraph_s3.errors import (
     AccessDeniedError,
     CredentialsError,
+    DataKeyError,
     EndpointError,
     InvalidConfigError,
+    KeyServiceError,
+    KeyUnwrapError,
     S3SaverError,
     StorageNotFoundError,
+    UnknownKeyError,
 )
 from langgraph_s3.operations import (
     CreateBucket,
+    GeneratedKey,
+    KmsDecrypt,
+    KmsGenerateDataKey,
     ListPage,
     S3Copy,
     S3Delete,
@@ -27,7 +34,16 @@ from langgraph_s3.operations import (
     S3List,
     S3Put,
 )
-from langgraph_s3.transport import DYNAMODB, HOME_S3, S3, call_spec, failed, finish, translate
+from langgraph_s3.transport import (
+    DYNAMODB,
+    HOME_S3,
+    KMS,
+    S3,
+    call_spec,
+    failed,
+    finish,
+    translate,
+)
 
 
 def client_error(code: str, operation: str = "GetItem") -> ClientError:
@@ -199,3 +215,71 @@ def test_a_range_past_the_end_of_a_pack_reads_as_no_bytes() -> None:
     exc = client_error("InvalidRange", "GetObject")
     assert failed(ranged, exc, bucket="b", table="t", region=None) == b""
     assert call_spec(ranged, "b", None)[2]["Range"] == "bytes=5000-5099"
+
+
+ARN = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+CONTEXT = (("key-version", "1"), ("thread", "t-42"))
+GENERATE = KmsGenerateDataKey(ARN, CONTEXT, "1")
+DECRYPT = KmsDecrypt(b"wrapped", ARN, CONTEXT, "1")
+
+
+def test_kms_requests_are_one_call_on_the_kms_client_with_their_context() -> None:
+    assert call_spec(GENERATE, "b", None) == (
+        KMS,
+        "generate_data_key",
+        {
+            "KeyId": ARN,
+            "KeySpec": "AES_256",
+            "EncryptionContext": {"key-version": "1", "thread": "t-42"},
+        },
+    )
+    assert call_spec(DECRYPT, "b", None) == (
+        KMS,
+        "decrypt",
+        {
+            "CiphertextBlob": b"wrapped",
+            "KeyId": ARN,
+            "EncryptionContext": {"key-version": "1", "thread": "t-42"},
+        },
+    )
+    answer = {"Plaintext": b"k" * 32, "CiphertextBlob": b"w", "KeyId": ARN}
+    assert finish(GENERATE, answer) == GeneratedKey(b"k" * 32, b"w", ARN)
+    assert finish(DECRYPT, {"Plaintext": b"k" * 32, "KeyId": ARN}) == b"k" * 32
+    assert "k" * 32 not in repr(GeneratedKey(b"k" * 32, b"w", ARN))  # the secret never shows
+
+
+@pytest.mark.parametrize(
+    ("code", "op", "error", "words"),
+    [
+        ("InvalidCiphertextException", DECRYPT, KeyUnwrapError, ["altered", "another thread"]),
+        ("IncorrectKeyException", DECRYPT, KeyUnwrapError, ["another KMS key"]),
+        ("AccessDeniedException", DECRYPT, AccessDeniedError, ["kms:Decrypt", "key policy"]),
+        ("AccessDeniedException", GENERATE, AccessDeniedError, ["kms:GenerateDataKey"]),
+        ("NotFoundException", GENERATE, UnknownKeyError, ["does not exist in region 'r'"]),
+        ("KMSInvalidStateException", DECRYPT, DataKeyError, ["pending deletion", "enable"]),
+        ("DisabledException", GENERATE, DataKeyError, ["disabled"]),
+        ("InvalidKeyUsageException", GENERATE, DataKeyError, ["symmetric"]),
+        ("ThrottlingException", DECRYPT, KeyServiceError, ["retry after a pause", "quota"]),
+        ("KMSInternalException", GENERATE, KeyServiceError, ["retry"]),
+        ("ExpiredTokenException", DECRYPT, CredentialsError, ["the KMS key", "refresh"]),
+    ],
+)
+def test_kms_errors_name_the_context_and_say_what_to_do(
+    code: str, op: Any, error: type[Exception], words: list[str]
+) -> None:
+    operation = "Decrypt" if isinstance(op, KmsDecrypt) else "GenerateDataKey"
+    with pytest.raises(error) as raised:
+        failed(op, client_error(code, operation), bucket="b", table="t", region="r")
+    message = str(raised.value)
+    assert isinstance(raised.value.__cause__, ClientError)
+    for word in words:
+        assert word in message
+    if not isinstance(raised.value, CredentialsError):
+        assert "thread='t-42'" in message and ARN in message
+
+
+def test_an_unknown_kms_error_is_left_as_it_is() -> None:
+    untranslated = client_error("ValidationException", "Decrypt")
+    with pytest.raises(ClientError) as raised:
+        failed(DECRYPT, untranslated, bucket="b", table="t", region=None)
+    assert raised.value is untranslated

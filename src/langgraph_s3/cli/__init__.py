@@ -15,8 +15,9 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from langgraph_s3.cli import inspect, manage
+from langgraph_s3.cli import inspect, manage, rotation
 from langgraph_s3.cli.common import (
+    KMS_KEY_ENV,
     NOT_OK,
     OK,
     SERDE_ENV,
@@ -80,19 +81,38 @@ def storage(
             "returning one), e.g. an EncryptedSerializer",
         ),
     ] = None,
+    kms_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar=KMS_KEY_ENV,
+            metavar="ARN",
+            help="client-side encryption: the KMS key (ARN, no alias) that wraps the "
+            "threads' data keys; needed to read, copy or export encrypted threads",
+        ),
+    ] = None,
+    previous_kms_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="ARN",
+            help="a KMS key that wrapped older data keys (repeat); with --kms-key",
+        ),
+    ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version")
     ] = False,
 ) -> None:
     """Where the checkpoints are: --url, or --bucket/--table/--prefix."""
-    ctx.obj = Where(url, bucket, table, prefix, profile, region, endpoint_url, debug, serde)
+    ctx.obj = Where(
+        url, bucket, table, prefix, profile, region, endpoint_url, debug, serde,
+        kms_key=kms_key or None, previous_kms_keys=tuple(previous_kms_key or ()),
+    )  # fmt: skip
 
 
 _COMMANDS: list[Callable[..., None]] = [
     inspect.threads, inspect.history, inspect.show, inspect.diff, inspect.stats, inspect.verify,
-    manage.setup, manage.export, manage.migrate, manage.delete, manage.copy, manage.prune,
-    manage.claim, manage.gc, manage.demo,
+    manage.setup, manage.export, manage.migrate, manage.delete, manage.delete_tenant,
+    manage.copy, manage.prune, manage.claim, manage.gc, rotation.rekey, manage.demo,
 ]  # fmt: skip
 
 

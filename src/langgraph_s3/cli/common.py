@@ -19,10 +19,12 @@ from langgraph_s3.errors import (
     InvalidConfigError,
     MissingDependencyError,
     ObjectError,
+    PlaintextObjectError,
     SerializationError,
     ThreadExistsError,
     ThreadNotFoundError,
     UndecodableValueError,
+    UnknownKeyError,
 )
 
 #: Exit codes (README, "Command line"): 0 ok, 1 damage found / not ok,
@@ -35,6 +37,8 @@ err = Console(stderr=True, soft_wrap=True)
 
 #: Environment variable naming the serializer, like ``--serde``.
 SERDE_ENV = "LANGGRAPH_S3_SERDE"
+#: Environment variable naming the KMS key of client-side encryption, like ``--kms-key``.
+KMS_KEY_ENV = "LANGGRAPH_S3_KMS_KEY"
 #: S3's bucket naming rules (the common subset: no dots next to each other or dashes).
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -52,6 +56,9 @@ class Where:
     endpoint_url: str | None = None
     debug: bool = False
     serde: str | None = None
+    #: ``--kms-key`` and ``--previous-kms-key``: client-side encryption (issue 24).
+    kms_key: str | None = None
+    previous_kms_keys: tuple[str, ...] = ()
 
     def saver_args(self) -> dict[str, Any]:
         """``S3Saver`` keyword arguments; a usage error when the storage is not named
@@ -78,7 +85,39 @@ class Where:
         serde = self.serializer()
         if serde is not None:
             args["serde"] = serde
+        encryption = self.encryption(args.get("encryption"))
+        if encryption is not None:
+            args["encryption"] = encryption
         return args
+
+    def encryption(self, from_url: Any = None) -> Any:
+        """The ``KmsKeyRing`` ``--kms-key`` and ``--previous-kms-key`` make, else the
+        one the URL's ``kms_key=`` made (None: no encryption). Both naming a key, they
+        must name the same one."""
+        from langgraph_s3.sealing.kms import KmsKeyRing, check_kms_key
+
+        for option, value in (("--kms-key", self.kms_key), *(
+            ("--previous-kms-key", key) for key in self.previous_kms_keys
+        )):  # fmt: skip
+            if value:  # named in command-line terms
+                check_kms_key(value, what=option)
+        if not self.kms_key:
+            if self.previous_kms_keys:
+                raise InvalidConfigError(
+                    "--previous-kms-key needs --kms-key (or LANGGRAPH_S3_KMS_KEY): the key "
+                    "that wraps new data keys"
+                )
+            return from_url
+        ring = KmsKeyRing(self.kms_key, previous=self.previous_kms_keys)
+        if from_url is not None and from_url.key_id != ring.key_id:
+            raise InvalidConfigError(
+                f"--kms-key {ring.key_id!r} and the URL's kms_key={from_url.key_id!r} differ: "
+                "name the key once"
+            )
+        if from_url is not None:
+            previous = dict.fromkeys([*ring.previous, *from_url.previous])
+            ring = KmsKeyRing(ring.key_id, previous=previous)
+        return ring
 
     def session(self) -> Any:
         """A boto3 session for ``--profile`` (None without one)."""
@@ -151,24 +190,28 @@ def where(ctx: typer.Context) -> Where:
 
 @contextmanager
 def saver(ctx: typer.Context, **options: Any) -> Iterator[Any]:
-    """An ``S3Saver`` on the command's storage, closed afterwards."""
+    """An ``S3Saver`` on the command's storage, closed afterwards; ``options`` win
+    over the storage options (``rekey --reencrypt`` passes its own ``encryption=``)."""
     from langgraph_s3 import S3Saver
 
-    with S3Saver(**where(ctx).saver_args(), **options) as opened:
+    with S3Saver(**{**where(ctx).saver_args(), **options}) as opened:
         yield opened
 
 
-def require_thread(s: Any, thread: str) -> None:
-    """Raise ``ThreadNotFoundError`` unless ``thread`` has a committed checkpoint."""
+def require_thread(s: Any, thread: str) -> list[dict[str, Any]]:
+    """The thread's index items; ``ThreadNotFoundError`` unless it has a committed
+    checkpoint."""
     from langgraph_s3.core import schema
     from langgraph_s3.core.paging import thread_items
 
-    if not any(schema.is_checkpoint_item(i) for i in s.run(thread_items(s, thread))):
+    items: list[dict[str, Any]] = s.run(thread_items(s, thread))
+    if not any(schema.is_checkpoint_item(i) for i in items):
         raise ThreadNotFoundError(
             f"no thread {thread!r} in bucket {s.bucket!r}, table {s.table!r}"
             + (f", prefix {s.layout.prefix!r}" if s.layout.prefix else "")
             + ": check the id (`langgraph-s3 threads` lists them) and the storage options"
         )
+    return items
 
 
 def fail(code: int, message: str) -> NoReturn:
@@ -186,6 +229,8 @@ def exit_code(exc: BaseException) -> int:
         InvalidConfigError | UndecodableValueError | MissingDependencyError | SerializationError,
     ):
         return USAGE
+    if isinstance(exc, PlaintextObjectError | UnknownKeyError):
+        return USAGE  # the key options do not fit the data: not damage
     if isinstance(exc, ObjectError):
         return NOT_OK
     return STORAGE
@@ -207,15 +252,35 @@ _SHELL_ADVICE = (
     ("pass that one as serde=", "pass that one with --serde MODULE:ATTR (or "
      f"{SERDE_ENV})"),
     ("claim_thread()", "`langgraph-s3 claim`"),
+    ("this run has encryption=, so it reads sealed data only; collect inside it with a "
+     "run without encryption=", "this run was given --kms-key, so it reads sealed data "
+     f"only; run gc without --kms-key (and {KMS_KEY_ENV}) to collect inside it"),
+    ("and this run has no encryption=: configure the key ring that wrote it to collect "
+     "inside it", "and no --kms-key was given: pass that KMS key with --kms-key (or "
+     f"{KMS_KEY_ENV}) to collect inside it"),
+    ("read it with a saver configured with encryption= and the key ring that wrote it",
+     f"pass the KMS key that wrote it with --kms-key ARN (or {KMS_KEY_ENV})"),
+    ("add it to previous= if it is yours", "pass it with --previous-kms-key if it is yours"),
+    ("this saver is configured with encryption=, so it reads", "with --kms-key (or "
+     f"{KMS_KEY_ENV}) a command reads"),
+    ("Copy old threads to another prefix with langgraph_s3.archive.copy_threads("
+     "saver_without_encryption, saver_with_encryption), or read them with a saver without "
+     "encryption", f"read it without --kms-key and {KMS_KEY_ENV}; to encrypt a thread, "
+     "export it without them and import it into another prefix with them"),
 )  # fmt: skip
 
 
 def shell_message(exc: BaseException) -> str:
     """One line for an error, its advice in command-line terms."""
-    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {shell_text(str(exc))}"
+
+
+def shell_text(text: str) -> str:
+    """A library message on one line, its advice in command-line terms."""
+    text = " ".join(text.split())
     for python, shell in _SHELL_ADVICE:
         text = text.replace(python, shell)
-    return f"{type(exc).__name__}: {text}"
+    return text
 
 
 def print_json(value: Any) -> None:

@@ -26,10 +26,19 @@ from langgraph_s3.cli.common import (
     progress,
     require_thread,
     saver,
+    shell_message,
 )
+from langgraph_s3.cli.keys import ThreadKeys, key_needed, opening, thread_keys
 from langgraph_s3.core.inventory import ThreadSummary, summaries
 from langgraph_s3.core.scratch import Scratch
-from langgraph_s3.errors import ObjectError, UndecodableValueError
+from langgraph_s3.errors import (
+    DataKeyError,
+    KeyServiceError,
+    ObjectError,
+    PlaintextObjectError,
+    UndecodableValueError,
+    UnknownKeyError,
+)
 
 #: Storage prices (us-east-1, 2026-11-21) the estimate uses: S3 Standard and DynamoDB
 #: Standard table class, per GB-month (https://aws.amazon.com/s3/pricing/,
@@ -138,7 +147,7 @@ def history(ctx: typer.Context, thread: str, json_: JsonOption = False) -> None:
 
     Example: langgraph-s3 history user-42
     """
-    with saver(ctx) as s:
+    with saver(ctx) as s, opening(s, thread):
         rows = _history_rows(s, thread)
     if not rows:
         fail(NOT_OK, f"thread {thread!r} has no checkpoints")
@@ -179,7 +188,7 @@ def show(
 
     Example: langgraph-s3 show user-42 --channel messages
     """
-    with saver(ctx) as s:
+    with saver(ctx) as s, opening(s, thread):
         tup = s.get_tuple(_config(thread, checkpoint, ns))
     if tup is None:
         fail(NOT_OK, f"no checkpoint {checkpoint or '(latest)'} in thread {thread!r}")
@@ -228,7 +237,7 @@ def diff(
 
     Example: langgraph-s3 diff user-42 1f0a...  1f0b...
     """
-    with saver(ctx) as s:
+    with saver(ctx) as s, opening(s, thread):
         first, second = (s.get_tuple(_config(thread, c, ns)) for c in (a, b))
     for cid, tup in ((a, first), (b, second)):
         if tup is None:
@@ -327,7 +336,8 @@ def _measured_figures(s: Any, threads: list[str]) -> dict[str, Any]:
     totals = dict.fromkeys(_MEASURED, 0)
     with progress() as tick:
         for done, thread_id in enumerate(threads, 1):
-            measured = s.run(thread_figures(s, thread_id))
+            with opening(s, thread_id):
+                measured = s.run(thread_figures(s, thread_id))
             for key in _MEASURED:
                 totals[key] += measured[key]
             if tick is not None:
@@ -345,13 +355,16 @@ def verify(
     """Read every committed checkpoint back (objects checked against their digests).
 
     Exits 1 when anything is missing or damaged, 2 when values are intact but the
-    serializer in use cannot decode them (pass --serde). Example: langgraph-s3 verify user-42
+    serializer in use cannot decode them (pass --serde) or the key options do not open
+    them (an encrypted thread without --kms-key: "locked", not damaged).
+    Example: langgraph-s3 verify user-42
     """
     from langgraph_s3.core import schema
     from langgraph_s3.core.inventory import take_inventory
     from langgraph_s3.core.paging import thread_items
 
-    found: dict[str, list[dict[str, str]]] = {"damaged": [], "undecodable": []}
+    found: dict[str, list[dict[str, str]]] = {"damaged": [], "undecodable": [], "locked": []}
+    sealed: dict[str, ThreadKeys] = {}  # per thread: its key items, read once
     checked = 0
     with saver(ctx) as s, Scratch() as scratch:
         if thread is None:
@@ -365,17 +378,36 @@ def verify(
                 checked += 1
                 try:
                     s.get_tuple(_config(row.thread_id, row.checkpoint_id, row.ns))
-                except ObjectError as exc:
-                    kind = "undecodable" if isinstance(exc, UndecodableValueError) else "damaged"
+                except (ObjectError, DataKeyError) as exc:
+                    kind, message = _verdict(s, row.thread_id, exc, sealed)
                     found[kind].append(
                         {"thread_id": row.thread_id, "checkpoint_ns": row.ns,
-                         "checkpoint_id": row.checkpoint_id, "error": str(exc)}
+                         "checkpoint_id": row.checkpoint_id, "error": message}
                     )  # fmt: skip
     _report_verify(checked, found, json_)
 
 
+def _verdict(
+    s: Any, thread_id: str, exc: ObjectError | DataKeyError, sealed: dict[str, ThreadKeys]
+) -> tuple[str, str]:
+    """Whether a checkpoint that did not open is damaged, undecodable (another serde),
+    or locked (the key options do not fit its thread), and what to say."""
+    if isinstance(exc, UndecodableValueError):
+        return "undecodable", str(exc)
+    if isinstance(exc, PlaintextObjectError | UnknownKeyError):
+        return "locked", shell_message(exc)
+    if isinstance(exc, KeyServiceError):
+        raise exc  # KMS did not answer: nothing is known about the data
+    if s.encryption is None:
+        if thread_id not in sealed:
+            sealed[thread_id] = thread_keys(s, thread_id)
+        if sealed[thread_id]:
+            return "locked", str(key_needed(sealed[thread_id]))
+    return "damaged", str(exc)
+
+
 def _report_verify(checked: int, found: dict[str, list[dict[str, str]]], json_: bool) -> None:
-    damaged, undecodable = found["damaged"], found["undecodable"]
+    damaged, undecodable, locked = found["damaged"], found["undecodable"], found["locked"]
     if json_:
         print_json({"checked": checked, **found})
     else:
@@ -384,7 +416,18 @@ def _report_verify(checked: int, found: dict[str, list[dict[str, str]]], json_: 
                 f"[red]damaged[/] {d['thread_id']} {d['checkpoint_id']}: {escape(d['error'])}",
                 highlight=False,
             )
-        out.print(f"{checked} checkpoint(s) checked, {len(damaged)} damaged", highlight=False)
+        out.print(
+            f"{checked} checkpoint(s) checked, {len(damaged)} damaged"
+            + (f", {len(locked)} locked (not opened with the key options given)" if locked else ""),
+            highlight=False,
+        )
+    if locked:
+        threads = list(dict.fromkeys(d["thread_id"] for d in locked))
+        err.print(
+            f"{len(locked)} checkpoint(s) of {len(threads)} thread(s) did not open with the "
+            f"key options given (not damage); first: {escape(locked[0]['error'])}",
+            highlight=False,
+        )
     if undecodable:
         err.print(
             f"{len(undecodable)} checkpoint(s) are intact but the serializer in use cannot "
@@ -392,4 +435,4 @@ def _report_verify(checked: int, found: dict[str, list[dict[str, str]]], json_: 
             f"MODULE:ATTR; first: {escape(undecodable[0]['error'])}",
             highlight=False,
         )
-    raise typer.Exit(NOT_OK if damaged else USAGE if undecodable else OK)
+    raise typer.Exit(NOT_OK if damaged else USAGE if undecodable or locked else OK)

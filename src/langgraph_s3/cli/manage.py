@@ -24,6 +24,7 @@ from langgraph_s3.cli.common import (
     require_thread,
     saver,
     shell_message,
+    shell_text,
     where,
 )
 from langgraph_s3.errors import InvalidConfigError
@@ -55,13 +56,54 @@ def setup(ctx: typer.Context) -> None:
 def delete(ctx: typer.Context, thread: str, yes: Yes = False, dry_run: DryRun = False) -> None:
     """Delete a thread: every checkpoint, pending write and object.
 
-    Example: langgraph-s3 delete user-42 --yes
+    An encrypted thread's data key items go with its index items, so whatever copies
+    of its data remain can no longer be opened (shredding); the command says which key
+    versions it deleted. It needs no --kms-key. Example: langgraph-s3 delete user-42 --yes
     """
+    from langgraph_s3.cli.keys import ThreadKeys, shred_lines
+
     with saver(ctx) as s:
-        require_thread(s, thread)
-        if _confirm(f"delete thread {thread!r}", yes, dry_run):
+        keys = ThreadKeys.of(thread, require_thread(s, thread))
+        shred = " and shred its data key" if keys else ""
+        if _confirm(f"delete thread {thread!r}{shred}", yes, dry_run):
             s.delete_thread(thread)
-            out.print(f"deleted thread {thread!r}")
+            out.print(f"deleted thread {thread!r}", markup=False, highlight=False)
+    ttl = s.encryption.key_ttl if s.encryption is not None else None
+    for line in shred_lines([keys], dry_run=dry_run, key_ttl=ttl):
+        out.print(line, markup=False, highlight=False)
+
+
+def delete_tenant(
+    ctx: typer.Context, tenant: str, yes: Yes = False, dry_run: DryRun = False
+) -> None:
+    """Erase a tenant: delete every thread sealed under its data key, then the key itself.
+
+    Deleting one thread of a tenant shreds nothing (the tenant's other threads use its
+    key); this does: whatever copies of the tenant's data remain (backups, old object
+    versions) can no longer be opened. An administrator's command: it needs
+    dynamodb:Scan and dynamodb:Query, dynamodb:BatchWriteItem (or DeleteItem), and
+    s3:ListBucket and s3:DeleteObject. Stop the tenant's writers first.
+
+    Example: langgraph-s3 --url s3://my-bucket/agents/?table=t delete-tenant acme --dry-run
+    """
+    from langgraph_s3.core.tenants import shred_tenant
+
+    with saver(ctx) as s:
+        found = s.run(shred_tenant(s, tenant, dry_run=True))
+        what = (
+            f"delete {len(found.threads)} thread(s) of tenant {tenant!r} and shred its "
+            f"{len(found.key_versions)} data key version(s)"
+        )
+        for thread in found.threads:
+            out.print(f"thread {thread!r}", markup=False)
+        if not _confirm(what, yes, dry_run):
+            return
+        done = s.run(shred_tenant(s, tenant))
+    out.print(
+        f"deleted {len(done.threads)} thread(s) of tenant {tenant!r}; shredded "
+        f"{len(done.key_versions)} data key version(s)",
+        markup=False,
+    )
 
 
 def copy(
@@ -71,10 +113,14 @@ def copy(
 
     Example: langgraph-s3 copy user-42 user-42-backup
     """
+    from langgraph_s3.cli.keys import opening, refuse_sealed
+
     with saver(ctx) as s:
-        require_thread(s, source)
+        # Checked first: copying without the key would fail after copying blobs.
+        refuse_sealed(s, source, require_thread(s, source))
         if _confirm(f"copy thread {source!r} to {target!r}", yes, dry_run):
-            s.copy_thread(source, target)
+            with opening(s, source):
+                s.copy_thread(source, target)
             out.print(f"copied {source!r} to {target!r}")
 
 
@@ -88,17 +134,27 @@ def prune(
     """Prune threads: keep only the latest checkpoints, or delete the threads.
 
     keep_latest keeps each namespace's latest checkpoint (and what its delta channels
-    need); delete removes the threads.
+    need; an encrypted thread needs --kms-key); delete removes the threads (and shreds
+    encrypted ones, as delete does).
     Example: langgraph-s3 prune user-42 user-43 --strategy keep_latest --yes
     """
+    from langgraph_s3.cli.keys import ThreadKeys, refuse_sealed, shred_lines
+
     if strategy not in ("keep_latest", "delete"):
         fail(USAGE, f"--strategy must be keep_latest or delete, got {strategy!r}")
+    keys = []
     with saver(ctx) as s:
         for thread in threads:
-            require_thread(s, thread)
+            items = require_thread(s, thread)
+            if strategy == "keep_latest":
+                refuse_sealed(s, thread, items)  # it reads bodies: checked before any change
+            keys.append(ThreadKeys.of(thread, items))
         if _confirm(f"prune {len(threads)} thread(s) ({strategy})", yes, dry_run):
             s.prune(threads, strategy=strategy)
             out.print(f"pruned {len(threads)} thread(s)")
+    ttl = s.encryption.key_ttl if s.encryption is not None else None
+    for line in shred_lines(keys, dry_run=dry_run, key_ttl=ttl) if strategy == "delete" else []:
+        out.print(line, markup=False, highlight=False)
 
 
 def claim(
@@ -132,15 +188,36 @@ def export(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="file (default: stdout)")
     ] = None,
+    plaintext: Annotated[
+        bool,
+        typer.Option(
+            "--plaintext",
+            help="export an encrypted thread anyway: the archive holds its values in the "
+            "clear, out of reach of shredding",
+        ),
+    ] = False,
 ) -> None:
     """Write a thread as a portable archive (JSON Lines), values included.
 
     The file appears only when the archive is complete (written beside it, then
-    renamed). Example: langgraph-s3 export user-42 -o user-42.lgs3
+    renamed). An encrypted thread is exported only with --kms-key and --plaintext: the
+    archive holds its values in the clear, which deleting the thread's data keys
+    (shredding) cannot reach. Example: langgraph-s3 export user-42 -o user-42.lgs3
     """
     from langgraph_s3.archive import export_thread
+    from langgraph_s3.cli.keys import PlaintextArchiveError, key_needed, thread_keys
 
     with saver(ctx) as s:
+        keys = thread_keys(s, thread)
+        if keys and s.encryption is None:
+            raise key_needed(keys)
+        if keys and not plaintext:
+            raise PlaintextArchiveError(
+                f"thread {thread!r} is encrypted, and an archive holds its values in the "
+                "clear, where deleting the thread's data keys (shredding) cannot reach "
+                "them: pass --plaintext to export it anyway, and protect and delete the "
+                "archive as you would the data (docs/security.md, Erasure)"
+            )
         if output is None:
             import io
 
@@ -325,6 +402,9 @@ def gc(
 ) -> None:
     """Expire idle threads and delete objects no checkpoint references (exit 1: damage).
 
+    Expiring an encrypted thread deletes its data key items too (shredding: reported).
+    Without --kms-key, encrypted threads are left as they are (exit 2: pass
+    --kms-key to collect inside them); deleted and expired ones are still collected.
     Example: langgraph-s3 --url s3://my-bucket/agents/?table=t gc --idle-ttl 30d --dry-run
     """
     from langgraph_s3.gc import collect, parse_duration
@@ -338,5 +418,14 @@ def gc(
             s, grace=seconds, idle_ttl=ttl, keep_interrupted=not expire_interrupted,
             dry_run=dry_run, progress=None if quiet else tick, workdir=workdir,
         )  # fmt: skip
+    _advise(report)
     print(report.to_json() if json_ else report.summary())
-    raise typer.Exit(NOT_OK if report.errors else OK)
+    if report.errors or (report.threads_protected and s.encryption is not None):
+        raise typer.Exit(NOT_OK)
+    raise typer.Exit(USAGE if report.threads_protected else OK)
+
+
+def _advise(report: Any) -> None:
+    """Protected threads' reasons in command-line terms."""
+    for protected in report.threads_protected:
+        protected["reason"] = shell_text(protected["reason"])

@@ -6,7 +6,8 @@
 1. **Retention.** With ``idle_ttl``, a thread whose last write (or, with
    ``touch_on_read``, last read) is older than ``idle_ttl`` is expired: its index
    items are deleted. A thread paused on ``interrupt()`` is live work and is kept
-   unless ``keep_interrupted=False``.
+   unless ``keep_interrupted=False``. An encrypted thread's items include its data
+   key items: expiring it shreds its data (no key needed), and the report says so.
 2. **Mark.** Every object referenced by the index: the checkpoint objects, the
    blobs their values use and the blobs of large pending writes.
 3. **Sweep, in two phases.** An object that nothing references is *condemned*;
@@ -33,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import lists
-from langgraph_s3.core.entries import Envelope, Listed
+from langgraph_s3.core.datakeys import thread_key
+from langgraph_s3.core.entries import Envelope, Listed, Record
 from langgraph_s3.core.inventory import (
     last_activity_ms,
     scan_items,
@@ -51,9 +53,12 @@ from langgraph_s3.core.objects import (
 from langgraph_s3.core.packs import objects_in
 from langgraph_s3.core.paging import delete_items
 from langgraph_s3.core.schema import (
+    KEK,
+    SK,
     Row,
     checkpoint_ref,
     is_checkpoint_item,
+    is_key_item,
     is_writes_item,
     keys_of,
     parse_row,
@@ -62,8 +67,9 @@ from langgraph_s3.core.schema import (
     written_ms,
 )
 from langgraph_s3.core.scratch import Scratch
-from langgraph_s3.errors import InvalidConfigError, MissingObjectError, ObjectError
-from langgraph_s3.keys import THREAD_OBJECT
+from langgraph_s3.core.sealed import open_writes
+from langgraph_s3.errors import DataKeyError, InvalidConfigError, MissingObjectError, ObjectError
+from langgraph_s3.keys import THREAD_OBJECT, decode_segment
 from langgraph_s3.operations import Flow, S3Put
 
 if TYPE_CHECKING:
@@ -89,6 +95,11 @@ class GcReport:
     threads: int = 0
     threads_expired: list[str] = field(default_factory=list)
     threads_kept_interrupted: list[str] = field(default_factory=list)
+    #: Expired threads whose data key items were deleted with them (shredded).
+    threads_shredded: list[str] = field(default_factory=list)
+    #: Threads whose folders were spared because their data key did not load, or
+    #: their data is sealed and the run has no ``encryption=``: thread_id, reason.
+    threads_protected: list[dict[str, str]] = field(default_factory=list)
     objects: int = 0
     objects_referenced: int = 0
     objects_condemned: int = 0
@@ -101,14 +112,28 @@ class GcReport:
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
+        shredded = (
+            f", {len(self.threads_shredded)} of them {'would be ' if self.dry_run else ''}"
+            "shredded (data keys deleted)"
+            if self.threads_shredded
+            else ""
+        )
+        protected = (
+            f"; {len(self.threads_protected)} thread(s) protected, their objects spared "
+            f"(first, thread {self.threads_protected[0]['thread_id']!r}: "
+            f"{self.threads_protected[0]['reason']})"
+            if self.threads_protected
+            else ""
+        )
         return (
             f"{self.threads} thread(s), {len(self.threads_expired)} expired"
-            f" ({len(self.threads_kept_interrupted)} kept: waiting on an interrupt); "
+            f" ({len(self.threads_kept_interrupted)} kept: waiting on an interrupt{shredded}); "
             f"{self.objects} object(s), {self.objects_referenced} referenced, "
             f"{self.objects_condemned} condemned (waiting out the grace period), "
             f"{verb} {self.objects_deleted} ({self.bytes_deleted} bytes) and "
             f"{self.orphan_writes} pending-write item(s) of checkpoints never committed"
             + (f"; {len(self.errors)} error(s)" if self.errors else "")
+            + protected
         )
 
     def to_json(self) -> str:
@@ -186,6 +211,8 @@ def _expired(
         run.report.threads_kept_interrupted.append(thread_id)
         return False
     run.report.threads_expired.append(thread_id)
+    if any(is_key_item(i) for i in items):
+        run.report.threads_shredded.append(thread_id)
     return True
 
 
@@ -204,6 +231,15 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
             if not run.dry_run:
                 yield from delete_items(run.core, keys_of(items))
         else:
+            # With encryption the collector opens bodies, records and chunk lists to
+            # find what they reference: it needs the thread's key. A key it cannot
+            # load (refused, access denied) protects the thread's folder.
+            thread_id = thread_id_of(run.core.layout, items)
+            reason = yield from _unopened(run, thread_id, items)
+            if reason is not None:
+                run.protected.append(run.core.layout.thread_prefix(thread_id))
+                run.report.threads_protected.append({"thread_id": thread_id, "reason": reason})
+                continue
             rows.extend(_mark_thread(run, items, orphans))
         while len(rows) >= _MARK_BATCH:  # a long history is read a batch at a time too
             yield from _mark_checkpoints(run, rows[:_MARK_BATCH])
@@ -215,6 +251,34 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
     yield from _mark_checkpoints(run, rows)
     yield from _mark_lists(run)
     yield from _drop_orphans(run, orphans)
+
+
+def _unopened(run: _Run, thread_id: str, items: list[dict[str, Any]]) -> Flow[str | None]:
+    """Why the run cannot open a thread's data (None: it can, or it is not sealed)."""
+    if run.core.encryption is None:
+        # Its key items are in the index: its data is sealed, and reading it would
+        # fail object by object. Nothing to try.
+        keks = [i[KEK]["S"] for i in items if is_key_item(i) and KEK in i]
+        if keks:
+            return (
+                f"its data is sealed (client-side encryption; its data key was wrapped "
+                f"under {keks[-1]}) and this run has no encryption=: configure the key "
+                "ring that wrote it to collect inside it"
+            )
+        return None
+    try:
+        key = yield from thread_key(run.core, thread_id)
+    except DataKeyError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if key is None and any(is_checkpoint_item(i) or is_writes_item(i) for i in items):
+        # Writers create a thread's key before its first object: a thread without
+        # one was written without encryption (reading it would fail object by object).
+        return (
+            "it has no data key item: it was stored without encryption, and this run "
+            "has encryption=, so it reads sealed data only; collect inside it with a run "
+            "without encryption="
+        )
+    return None
 
 
 def _drop_orphans(run: _Run, orphans: list[dict[str, Any]]) -> Flow[None]:
@@ -230,14 +294,14 @@ def _mark_thread(
 ) -> list[Row]:
     """Record what a thread's pending writes reference; its checkpoint rows (whose
     objects are read in batches); orphaned writes items go to ``orphans``."""
-    committed = {checkpoint_ref(i) for i in items if is_checkpoint_item(i)}
+    committed = {checkpoint_ref(i): parse_row(i) for i in items if is_checkpoint_item(i)}
     # The folder from the partition key: a thread with only writes items so far has
     # no item naming its raw id, and a long id's key segment is a hash of it.
     folder = run.core.layout.folder_of_pk(pk_of(items[0]))
     rows, referenced = [], []
     for item in items:
         if is_checkpoint_item(item):
-            rows.append(parse_row(item))
+            rows.append(committed[checkpoint_ref(item)])
         elif is_writes_item(item):
             # Writes for a checkpoint that never committed (LangGraph saves task
             # writes while the checkpoint's own put is still in flight, and that
@@ -247,9 +311,12 @@ def _mark_thread(
                 orphans.extend(keys_of([item]))
                 continue
             try:
-                records = parse_writes(item).records
-            except ObjectError as exc:
+                records = _records(run, item, committed.get(checkpoint_ref(item)), items)
+            except (ObjectError, DataKeyError) as exc:
                 _protect(run, folder, exc)  # what it references is unknown
+                continue
+            if records is None:
+                run.protected.append(folder)
                 continue
             for _, rec in records:
                 if isinstance(rec.entry, Listed):
@@ -260,18 +327,37 @@ def _mark_thread(
     return rows
 
 
+def _records(
+    run: _Run, item: dict[str, Any], row: Row | None, items: list[dict[str, Any]]
+) -> list[tuple[int, Record]] | None:
+    """The records of a writes item (opened with the thread key, with encryption), or
+    None if they cannot be opened yet: sealed records of a checkpoint not committed
+    yet, in a namespace whose key segment is a hash (its raw id, part of their
+    place, is known only once its checkpoint item exists)."""
+    w = parse_writes(item, encrypted=run.core.encryption is not None)
+    if row is not None:
+        open_writes(run.core, row.thread_id, row.ns, [w])
+    elif w.sealed or w.plain:
+        segment = item[SK]["S"].split("#", 2)[1]
+        if segment.startswith("~") and segment != "~":  # a hash: not decodable
+            return None
+        ns = decode_segment(segment)
+        open_writes(run.core, thread_id_of(run.core.layout, items), ns, [w])
+    return w.records
+
+
 def _mark_checkpoints(run: _Run, rows: list[Row]) -> Flow[None]:
     """Record what a batch of checkpoints references (their objects and value blobs)."""
     if not rows:
         return
     try:
         envs: list[Envelope | None] = list((yield from read_envelopes(run.core, rows)))
-    except ObjectError:
+    except (ObjectError, DataKeyError):
         envs = []
         for row in rows:  # find which ones failed
             try:
                 envs.append((yield from read_envelopes(run.core, [row]))[0])
-            except ObjectError as exc:
+            except (ObjectError, DataKeyError) as exc:
                 envs.append(None)
                 _protect(run, run.core.layout.thread_prefix(row.thread_id), exc)
     referenced = [object_key(run.core, row) for row in rows]
@@ -297,14 +383,14 @@ def _mark_lists(run: _Run) -> Flow[None]:
     payloads: dict[str, bytes] | None
     try:
         payloads = yield from fetch_chunks(run.core, refs)
-    except ObjectError:
+    except (ObjectError, DataKeyError):
         payloads = None  # read them one by one, to find which failed
     referenced = []
     for (folder, entry), ref in zip(listed, refs, strict=True):
         try:
             got = payloads if payloads is not None else (yield from fetch_chunks(run.core, [ref]))
             blobs = lists.open_list(entry, got[ref.key], ref)
-        except ObjectError as exc:
+        except (ObjectError, DataKeyError) as exc:
             _protect(run, folder, exc)  # what it lists is unknown
             continue
         referenced.extend(objects_in(folder, replace(entry, blobs=blobs)))
@@ -367,7 +453,7 @@ def _judge(
     return doomed
 
 
-def _protect(run: _Run, folder: str, exc: ObjectError) -> None:
+def _protect(run: _Run, folder: str, exc: ObjectError | DataKeyError) -> None:
     """Something a thread stores is unreadable, so its references are unknown: spare
     its folder this run.
 

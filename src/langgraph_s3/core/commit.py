@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 from langgraph_s3 import codec, guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed
 from langgraph_s3.core.index import (
     IDEMPOTENT_MISMATCH,
@@ -77,6 +78,7 @@ def put(
     guarded = guard.is_continuation(config, ns, parent_id)
     if guarded and parent_id is not None and cid <= parent_id:
         raise clock_skew(thread_id, ns, parent_id, cid)
+    yield from thread_key(core, thread_id, create=True)
     body_cp: dict[str, Any] = dict(checkpoint)
     channel_values: dict[str, Any] = body_cp.pop("channel_values", {}) or {}
     versions: ChannelVersions = body_cp.get("channel_versions", {})
@@ -241,7 +243,7 @@ def _checkpoint_item(
     if unstored:
         item[schema.UNSTORED] = {"SS": unstored}
     indexed = {k: v for k, v in ((k, schema.metadata_index_value(v)) for k, v in md.items()) if v}
-    if indexed:
+    if indexed and core.encryption is None:  # with it, metadata stays sealed in the body
         item[schema.METADATA] = {"M": {k: s(v) for k, v in indexed.items() if k}}
     return item
 

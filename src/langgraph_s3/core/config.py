@@ -6,7 +6,7 @@ import difflib
 import inspect
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import get_checkpoint_id
@@ -14,6 +14,9 @@ from langgraph.checkpoint.base import get_checkpoint_id
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.keys import check_checkpoint_id
 from langgraph_s3.regions import CrossRegion
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.sealed import Encryption, KeyRing
 
 #: Values whose serialized form is at most this many bytes are stored inside the
 #: checkpoint object; larger ones get content-addressed objects of their own.
@@ -45,6 +48,10 @@ class SaverOptions(TypedDict, total=False):
             idle-thread retention counts them as activity (one extra write per read).
         cross_region: Multi-region behaviour (see ``CrossRegion``).
         clock: Wall clock in seconds (tests simulate long pauses with it).
+        encryption: Client-side encryption: a key ring (``StaticKeyRing``,
+            ``KmsKeyRing``) or an ``Encryption``; checkpoint bodies, pending writes and
+            value blobs are then sealed per thread (see ``langgraph_s3.core.sealed``).
+            None (the default) stores them as before.
     """
 
     inline_threshold: int
@@ -55,6 +62,7 @@ class SaverOptions(TypedDict, total=False):
     touch_on_read: bool
     cross_region: CrossRegion | None
     clock: Callable[[], float]
+    encryption: Encryption | KeyRing | None
 
 
 #: Other savers' names for our options (DynamoDBSaver's ``table_name``, boto3's

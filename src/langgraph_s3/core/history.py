@@ -22,12 +22,14 @@ from langgraph.checkpoint.base import (
 
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, ns_value, thread_ns
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Entry, Envelope
 from langgraph_s3.core.index import Item, ListFilter, Query, ScanCheckpoints
 from langgraph_s3.core.objects import fetch_chunks, read_envelope, read_lists
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.read import latest, load, sorted_writes
 from langgraph_s3.core.schema import Row, WritesRow
+from langgraph_s3.core.sealed import open_writes
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.keys import check_checkpoint_id
 from langgraph_s3.operations import Emit, Flow
@@ -65,11 +67,11 @@ def list_checkpoints(
         if before_id is not None:
             check_checkpoint_id(before_id)
     filter = dict(filter or {})
-    where = _server_filter(filter, before_id)
+    where = _server_filter(filter if core.encryption is None else {}, before_id)
     if config is None:
         items = yield from _scan_all(core, where)
         writes: dict[tuple[str, str], list[WritesRow]] = {}
-        rows = _pair(items, writes)
+        rows = _pair(core, items, writes)
         rows.sort(key=lambda r: r.checkpoint_id, reverse=True)
         yield from _emit(core, rows, writes, filter, limit)
         return
@@ -80,13 +82,15 @@ def list_checkpoints(
     remaining = limit
     while query is not None and remaining != 0:
         page, query = yield from next_page(query)
-        rows = _pair(page.items, writes)
+        rows = _pair(core, page.items, writes)
         remaining = yield from _emit(core, rows, writes, filter, remaining)
         if query is not None and query.limit is not None:
             query = replace(query, limit=_LIST_PAGE)
 
 
-def _pair(items: list[Item], writes: dict[tuple[str, str], list[WritesRow]]) -> list[Row]:
+def _pair(
+    core: SaverCore, items: list[Item], writes: dict[tuple[str, str], list[WritesRow]]
+) -> list[Row]:
     """The checkpoint rows among ``items``, in order; writes items go to ``writes``.
 
     Newest first, a checkpoint's writes items (their sort keys extend its own) come
@@ -95,7 +99,8 @@ def _pair(items: list[Item], writes: dict[tuple[str, str], list[WritesRow]]) -> 
     rows: list[Row] = []
     for item in items:
         if schema.is_writes_item(item):
-            writes.setdefault(schema.checkpoint_ref(item), []).append(schema.parse_writes(item))
+            w = schema.parse_writes(item, encrypted=core.encryption is not None)
+            writes.setdefault(schema.checkpoint_ref(item), []).append(w)
         elif schema.is_checkpoint_item(item):
             rows.append(schema.parse_row(item))
     return rows
@@ -134,7 +139,9 @@ def _server_filter(filter: Mapping[str, Any], before_id: str | None) -> ListFilt
     can hold (others are checked on the loaded metadata) and the ``before`` bound.
 
     ``None`` is checked on the metadata only: as in ``InMemorySaver``, it matches a
-    checkpoint whose metadata has no such key, which the index cannot express.
+    checkpoint whose metadata has no such key, which the index cannot express. With
+    encryption the index holds no metadata (``md``), so everything is checked on the
+    loaded metadata.
     """
     indexed = (
         (slot, k, schema.metadata_index_value(v))
@@ -259,6 +266,7 @@ def delta_history(
         return {}
     thread_id, ns = thread_ns(config)
     cid = checkpoint_id_of(config)
+    yield from thread_key(core, thread_id)
     if cid is None:
         found = yield from latest(core, thread_id, ns)
         if found is None:
@@ -285,7 +293,7 @@ def delta_history(
     while remaining:
         if query is not None:
             page, query = yield from next_page(query)
-            _add_page(page.items, rows, writes)
+            _add_page(core, (thread_id, ns), page.items, rows, writes)
         if not started:
             if cid not in rows:
                 if query is None:
@@ -301,14 +309,21 @@ def delta_history(
 
 
 def _add_page(
-    items: list[dict[str, Any]], rows: dict[str, Row], writes: dict[str, list[WritesRow]]
+    core: SaverCore,
+    where: tuple[str, str],
+    items: list[dict[str, Any]],
+    rows: dict[str, Row],
+    writes: dict[str, list[WritesRow]],
 ) -> None:
+    """Index items of one thread and namespace (``where``) into ``rows`` and ``writes``
+    (records opened: the thread's key is loaded)."""
     for item in items:
         if schema.is_checkpoint_item(item):
             row = schema.parse_row(item)
             rows[row.checkpoint_id] = row
         elif schema.is_writes_item(item):
-            w = schema.parse_writes(item)
+            w = schema.parse_writes(item, encrypted=core.encryption is not None)
+            open_writes(core, *where, [w])
             writes.setdefault(w.checkpoint_id, []).append(w)
 
 

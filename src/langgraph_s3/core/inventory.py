@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
-from langgraph_s3.core import lists, schema
+from langgraph_s3.core import lists, schema, sealed
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Envelope, envelope_from_wire
 from langgraph_s3.core.index import Page, ScanSegment
-from langgraph_s3.core.objects import get_objects, list_keys, list_pages, read_lists
+from langgraph_s3.core.objects import get_objects, list_keys, list_pages, object_key, read_lists
 from langgraph_s3.core.paging import thread_items
-from langgraph_s3.core.schema import parse_row, pk_of
+from langgraph_s3.core.schema import Row, parse_row, pk_of
 from langgraph_s3.core.scratch import Scratch
 from langgraph_s3.keys import Layout
 from langgraph_s3.operations import Flow, perform_all
@@ -181,9 +182,12 @@ def _step(item: Mapping[str, Any]) -> int | None:
 def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
     """Objects, bytes, compression ratio and blob reuse of one thread: each of its
     objects and checkpoint bodies read back once (the bucket's and the index's view)."""
+    yield from thread_key(core, thread_id)
     listing = yield from list_keys(core, core.layout.thread_prefix(thread_id))
     keys = [k for k, _, _ in listing if core.layout.owns_object(thread_id, k)]
     items = yield from thread_items(core, thread_id)
+    rows = [parse_row(i) for i in items if schema.is_checkpoint_item(i)]
+    by_key = {object_key(core, r): r for r in rows}
     stored = raw = references = checkpoints = 0
     blobs = 0
     envs: list[Envelope] = []
@@ -195,21 +199,20 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
                 continue  # deleted since the listing
             stored += len(body)
             if core.layout.is_blob_key(thread_id, key):
-                chunks = (
-                    codec.frames(body, key=key)
-                    if key.endswith(".pack")
-                    else [codec.unframe(body, key=key, kind=codec.KIND_BLOB)]
-                )
+                chunks = _chunks(core, key, body)
                 blobs += len(chunks)
                 raw += sum(len(c) for c in chunks)
                 continue
-            size, env = open_body(body, key)
+            if key not in by_key and core.encryption is not None:
+                continue  # not in the index (garbage): no place to open it at
+            size, env = open_body(core, body, key, by_key.get(key))
             raw, checkpoints = raw + size, checkpoints + 1
             envs.append(env)
-    in_index = [parse_row(i).body for i in items if schema.is_checkpoint_item(i)]
-    for body in (b for b in in_index if b is not None):
-        size, env = open_body(body, "index")
-        stored, raw, checkpoints = stored + len(body), raw + size, checkpoints + 1
+    in_index = [r.body for r in rows]
+    for row in (r for r in rows if r.body is not None):
+        assert row.body is not None
+        size, env = open_body(core, row.body, "index", row)
+        stored, raw, checkpoints = stored + len(row.body), raw + size, checkpoints + 1
         envs.append(env)
     # A chunk list counts as a blob reference, and so does each chunk it names.
     found = yield from read_lists(core, [(thread_id, e) for v in envs for e in v.channels.values()])
@@ -230,7 +233,20 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
     }
 
 
-def open_body(body: bytes, key: str) -> tuple[int, Envelope]:
-    """A checkpoint body's size unframed, and its envelope."""
+def _chunks(core: SaverCore, key: str, body: bytes) -> list[bytes]:
+    """The chunks of a pack or loose blob; with encryption a pack's chunks are their
+    sealed bytes (which chunk a frame holds is known only to the entries naming it)."""
+    if key.endswith(".pack"):
+        return codec.frames(body, key=key)
+    if core.encryption is not None:
+        return [sealed.open_blob(core, key, body, key)]
+    return [codec.unframe(body, key=key, kind=codec.KIND_BLOB)]
+
+
+def open_body(core: SaverCore, body: bytes, key: str, row: Row | None) -> tuple[int, Envelope]:
+    """A checkpoint body's size unframed, and its envelope (``row``: its index item's,
+    which a sealed body needs)."""
+    if row is not None:
+        body = sealed.open_body(core, (row.thread_id, row.ns, row.checkpoint_id), body, key)
     payload = codec.unframe(body, key=key, kind=codec.KIND_CHECKPOINT)
     return len(payload), envelope_from_wire(codec.unpack(payload, key=key), key)

@@ -17,6 +17,7 @@ from langgraph_s3.core import lists, packs
 from langgraph_s3.core.entries import Blobs, ChunkRef, Entry, Envelope, envelope_from_wire
 from langgraph_s3.core.packs import Sealed
 from langgraph_s3.core.schema import Row
+from langgraph_s3.core.sealed import open_blob, open_body
 from langgraph_s3.errors import (
     CorruptObjectError,
     MissingObjectError,
@@ -110,13 +111,16 @@ def check_blob(core: SaverCore, key: str, body: bytes | None) -> bytes:
 
 def _checked(core: SaverCore, ref: ChunkRef, frame: bytes, where: str) -> bytes:
     try:
-        payload = codec.unframe(frame, key=where, kind=codec.KIND_BLOB)
+        if core.encryption is not None:  # opened and checked against its keyed name
+            payload = open_blob(core, ref.key, frame, where)
+        else:
+            payload = codec.unframe(frame, key=where, kind=codec.KIND_BLOB)
     except ObjectError as exc:
         if ref.pack is None:
             raise
         # named by the object to repair or delete, the pack; the message says where
         raise type(exc)(str(exc), key=ref.pack) from exc
-    if codec.digest(payload) != ref.key.rsplit("/", 1)[1]:
+    if core.encryption is None and codec.digest(payload) != ref.key.rsplit("/", 1)[1]:
         raise CorruptObjectError(
             f"blob {where!r} does not match its content address", key=ref.pack or ref.key
         )
@@ -374,7 +378,9 @@ def open_envelope(core: SaverCore, row: Row, body: bytes | None) -> Envelope:
             "it was altered or truncated",
             key=key,
         )
-    raw = codec.unpack(codec.unframe(body, key=key, kind=codec.KIND_CHECKPOINT), key=key)
+    ids = (row.thread_id, row.ns, row.checkpoint_id)
+    frame = open_body(core, ids, body, key)
+    raw = codec.unpack(codec.unframe(frame, key=key, kind=codec.KIND_CHECKPOINT), key=key)
     if not isinstance(raw, dict) or (raw.get("th"), raw.get("ns"), raw.get("id")) != (
         row.thread_id,
         row.ns,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from langgraph_s3 import codec
 from langgraph_s3.core import lists
 from langgraph_s3.core.entries import PENDING, Blobs, ChunkRef, Entry, Listed, Span
+from langgraph_s3.core.sealed import blob_frame, namer
 from langgraph_s3.core.uploads import Placement, Shares
 from langgraph_s3.keys import Layout
 
@@ -111,6 +112,10 @@ class _Placing:
     #: per list identity, its chunk key and entry
     made: dict[bytes, tuple[str, Listed]] = field(default_factory=dict)
 
+    def name(self, data: bytes) -> bytes:
+        """The name of a chunk list (SHA-256, or keyed with encryption)."""
+        return namer(self.core, self.thread_id)(data)
+
     def place(self, fresh: dict[str, bytes]) -> Placement:
         if len(fresh) + len(self.todo) < (PACK_MIN_WITH_LIST if self.todo else PACK_MIN):
             out: Placement = {key: (frame, {key: None}) for key, frame in fresh.items()}
@@ -144,31 +149,32 @@ class _Placing:
             offsets[key] = offset
             offset += len(frame)
         own = {k: Span(lists.SELF, offsets[k], len(f)) for k, f in frames.items()}
-        listed: list[tuple[bytes, str, bytes, Blobs]] = []
+        listed: list[tuple[bytes, str, bytes, bytes, Blobs]] = []
         for ident, blobs in todo:
             inner = self._resolve(blobs, {**self.where, **own})
             data = lists.content(inner)
-            key = self.core.layout.blob_key(self.thread_id, codec.digest_bytes(data).hex())
+            blob = self.name(data)
+            key = self.core.layout.blob_key(self.thread_id, blob.hex())
             if key not in frames:
-                frames[key] = codec.frame(codec.KIND_BLOB, data, self.core.compression_level)
+                frames[key] = blob_frame(self.core, self.thread_id, blob, data)
                 offsets[key] = offset
                 offset += len(frames[key])
-            listed.append((ident, key, data, inner))
+            listed.append((ident, key, blob, data, inner))
         body = b"".join(frames.values())
         pack = codec.digest_bytes(body)
         spans: dict[str, Span | None] = {
             k: Span(pack, offsets[k], len(f)) for k, f in frames.items()
         }
         self.where.update(spans)
-        for ident, key, data, inner in listed:
-            entry = Listed(codec.digest_bytes(data), len(data), spans[key], _with_pack(inner, pack))
+        for ident, key, blob, data, inner in listed:
+            entry = Listed(blob, len(data), spans[key], _with_pack(inner, pack))
             self.made[ident] = (key, entry)
         return {self.core.layout.pack_key(self.thread_id, pack.hex()): (body, spans)}
 
     def _loose_list(self, ident: bytes, blobs: Blobs) -> Placement:
         inner = self._resolve(blobs, self.where)
         data = lists.content(inner)
-        digest = codec.digest_bytes(data)
+        digest = self.name(data)
         key = self.core.layout.blob_key(self.thread_id, digest.hex())
         known = self.core.caches.known_blobs.get(key)
         span = known if isinstance(known, Span) else None
@@ -176,7 +182,7 @@ class _Placing:
         if known is not None:
             return {}  # the same list is stored already
         self.where[key] = None
-        frame = codec.frame(codec.KIND_BLOB, data, self.core.compression_level)
+        frame = blob_frame(self.core, self.thread_id, digest, data)
         return {key: (frame, {key: None})}
 
     def _resolve(self, blobs: Blobs, where: Mapping[str, Span | None]) -> Blobs:

@@ -18,11 +18,14 @@ from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort
 from langgraph_s3 import guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns
+from langgraph_s3.core.datakeys import thread_keys
 from langgraph_s3.core.entries import Blobs, ChunkRef, Entry, Envelope, Listed
 from langgraph_s3.core.index import Item, Query, TouchHead
 from langgraph_s3.core.objects import fetch_chunks, object_key, open_envelope, read_envelopes
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.schema import Row, WritesRow
+from langgraph_s3.core.sealed import open_writes
+from langgraph_s3.errors import KeyVersionError
 from langgraph_s3.operations import Flow, S3Get
 
 if TYPE_CHECKING:
@@ -68,12 +71,13 @@ def latest(core: SaverCore, thread_id: str, ns: str) -> Flow[Found | None]:
         limit=8,
     )
     writes: list[Item] = []
+    encrypted = core.encryption is not None
     while query is not None:
         page, query = yield from next_page(query)
         for item in page.items:
             if schema.is_checkpoint_item(item):
                 row = schema.parse_row(item)
-                mine = [schema.parse_writes(w) for w in writes]
+                mine = [schema.parse_writes(w, encrypted=encrypted) for w in writes]
                 return row, [w for w in mine if w.checkpoint_id == row.checkpoint_id]
             if schema.is_writes_item(item):
                 writes.append(item)
@@ -89,7 +93,10 @@ def exact(core: SaverCore, thread_id: str, ns: str, cid: str) -> Flow[Found | No
     row = next((schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)), None)
     if row is None:
         return None
-    return row, [schema.parse_writes(i) for i in items if schema.is_writes_item(i)]
+    encrypted = core.encryption is not None
+    return row, [
+        schema.parse_writes(i, encrypted=encrypted) for i in items if schema.is_writes_item(i)
+    ]
 
 
 def _touch(core: SaverCore, row: Row) -> Flow[None]:
@@ -109,8 +116,24 @@ def load(
     ``remember``: the caller is about to continue from this checkpoint, so its
     blob entries become the hints the next put() chunks against.
     """
+    try:
+        return (yield from _load(core, found, requested, remember))
+    except KeyVersionError as exc:
+        if not exc.newer:
+            raise
+        # Re-encrypted since this saver loaded the thread's keys: they are marked
+        # stale, so this second pass loads them again.
+        return (yield from _load(core, found, requested, remember))
+
+
+def _load(
+    core: SaverCore, found: Sequence[Found], requested: RunnableConfig | None, remember: bool
+) -> Flow[list[CheckpointTuple]]:
     if not found:
         return []
+    yield from thread_keys(core, [row.thread_id for row, _ in found])
+    for row, ws in found:
+        open_writes(core, row.thread_id, row.ns, ws)
     # Bodies kept in the index are opened once, here: the chunk lists they name come
     # in the next round trip.
     opened = {

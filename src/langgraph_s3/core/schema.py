@@ -9,7 +9,7 @@ The requests that read and write these items are in :mod:`langgraph_s3.core.inde
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langgraph_s3 import codec
@@ -39,12 +39,31 @@ READ_AT = "rd"  #: last read of the latest checkpoint (touch_on_read), ms
 REGION = "region"  #: the region that owns the thread
 EXPIRES_AT = "expires_at"  #: DynamoDB TTL attribute
 
+# Data key items (client-side encryption): one per version of a thread's or tenant's key.
+WRAPPED = "wk"  #: the data key, wrapped (a KMS ciphertext blob, or a static ring's)
+KEY_VERSION = "kv"  #: the data key's version (N): its id, and part of its encryption context
+KEK = "kek"  #: what wrapped it: the KMS key ARN, or the static ring's key id
+TENANT = "tn"  #: raw tenant id, on a tenant's data key item (a thread's has ``th``)
+
 #: Global secondary index of checkpoint items by run id (``delete_for_runs``).
 GSI_RUN = "by_run"
 #: Sort key of the item naming the region that owns a thread (cross-region setups).
 OWNER_SK = "o"
 #: Marker between a checkpoint's sort key and its pending writes' task.
 WRITES_MARK = "#w#"
+#: Begins the sort key of every data key item; :func:`key_sk` adds the version.
+KEY_SK_PREFIX = "k#"
+
+
+#: Sort key of a thread's tenant reference: the thread's data key is the key of the
+#: tenant its ``tn`` names. It sorts after every ``key_sk``, so the newest-first query
+#: of a thread's key items returns it first.
+TENANT_REF_SK = f"{KEY_SK_PREFIX}t"
+
+
+def key_sk(version: int) -> str:
+    """The sort key of version ``version`` of a data key (ten digits: versions sort)."""
+    return f"{KEY_SK_PREFIX}{version:010d}"
 
 
 def s(value: str) -> dict[str, str]:
@@ -115,10 +134,25 @@ class WritesRow:
     checkpoint_id: str
     records: list[tuple[int, Record]]  # (write index, record)
     sk: str
+    #: With encryption, the sealed records not opened yet: (write index, stored bytes,
+    #: where); ``sealed.open_writes`` opens them once the thread and namespace are known.
+    sealed: list[tuple[int, bytes, str]] = field(default_factory=list)
+    #: With encryption, where records stored without it were found (refused on opening).
+    plain: list[str] = field(default_factory=list)
 
 
 def is_checkpoint_item(item: Mapping[str, Any]) -> bool:
     return DIGEST in item
+
+
+def is_key_item(item: Mapping[str, Any]) -> bool:
+    """A data key item (client-side encryption): bound to its thread, never copied."""
+    return str(item[SK]["S"]).startswith(KEY_SK_PREFIX)
+
+
+def is_tenant_ref(item: Mapping[str, Any]) -> bool:
+    """A thread's tenant reference (a key item that holds no key, only a tenant id)."""
+    return str(item[SK]["S"]) == TENANT_REF_SK
 
 
 def is_writes_item(item: Mapping[str, Any]) -> bool:
@@ -171,20 +205,32 @@ def _split_digests(data: object) -> tuple[bytes, ...]:
     return tuple(data[i : i + 32] for i in range(0, len(data), 32))
 
 
-def parse_writes(item: dict[str, Any]) -> WritesRow:
-    """A pending-writes item as a :class:`WritesRow` (records checked and unpacked)."""
-    records = []
+def parse_writes(item: dict[str, Any], *, encrypted: bool = False) -> WritesRow:
+    """A pending-writes item as a :class:`WritesRow` (records checked and unpacked).
+
+    ``encrypted``: the saver has encryption; records are kept aside, sealed ones to
+    be opened (``sealed.open_writes``), others to be refused.
+    """
+    records, sealed, plain = [], [], []
     for name, attr in item.items():
         idx = record_index(name)
         if idx is not None:
             key = f"{item[PK]['S']}|{item[SK]['S']}|{name}"
-            records.append((idx, record_from_wire(codec.unpack_record(attr["B"], key=key), key)))
+            data = attr["B"]
+            if not encrypted:
+                records.append((idx, record_from_wire(codec.unpack_record(data, key=key), key)))
+            elif data[:1] == codec.SEALED_RECORD:
+                sealed.append((idx, data, key))
+            else:
+                plain.append(key)
     return WritesRow(
         task_id=item[TASK_ID]["S"],
         task_path=item.get(TASK_PATH, {}).get("S", ""),
         checkpoint_id=item[CID]["S"],
         records=records,
         sk=item[SK]["S"],
+        sealed=sealed,
+        plain=plain,
     )
 
 

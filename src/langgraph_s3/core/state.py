@@ -22,6 +22,7 @@ from langgraph_s3.core.config import (
     check_settings,
 )
 from langgraph_s3.core.entries import Blobs, Entry, Listed, Span
+from langgraph_s3.core.sealed import Encryption, KeyRing, as_encryption
 from langgraph_s3.core.uploads import SharedUploads
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.keys import Layout, normalize_prefix
@@ -96,6 +97,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         region_name: str | None = None,
         cross_region: CrossRegion | None = None,
         clock: Callable[[], float] = time.time,
+        encryption: Encryption | KeyRing | None = None,
     ) -> None:
         check_settings(
             bucket=bucket,
@@ -126,6 +128,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.touch_on_read = touch_on_read
         self.region_name = region_name
         self.cross_region = cross_region
+        #: Client-side encryption (``core/sealed.py``); None: nothing is sealed.
+        self.encryption = as_encryption(encryption)
         self.caches = Caches(cache_bytes, cache_ttl)
         #: LangGraph hands a new value to the saver twice at once (the task's pending
         #: write and the next checkpoint): the second upload waits for the first.

@@ -13,16 +13,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from langgraph_s3 import codec
 from langgraph_s3.core import schema, values
 from langgraph_s3.core.config import thread_value
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.history import kept_chain
 from langgraph_s3.core.index import DeleteHead, Item, Query, RunQuery, UnlinkParent
 from langgraph_s3.core.objects import delete_objects, list_keys, object_key, read_envelopes
 from langgraph_s3.core.paging import delete_items, put_items, read_all, thread_items
-from langgraph_s3.core.schema import PK, Row, b, n, pk_of, s
+from langgraph_s3.core.reseal import copied_item, copy_sealed
+from langgraph_s3.core.schema import PK, Row, pk_of, s
 from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
-from langgraph_s3.operations import Flow, S3Copy, S3Put, perform, perform_all
+from langgraph_s3.operations import Flow, S3Copy, perform, perform_all
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -32,11 +33,19 @@ _COPY_BATCH = 256
 
 
 def delete_thread(core: SaverCore, thread_id: str) -> Flow[None]:
-    """``BaseCheckpointSaver.delete_thread``: the thread's items, then its objects."""
+    """``BaseCheckpointSaver.delete_thread``: the thread's items, then its objects.
+
+    With encryption the items include the thread's data key items: deleting them
+    shreds whatever copies of its sealed data remain (docs/security.md). This saver
+    forgets the key at once; another warm saver may use it for up to ``key_ttl``.
+    """
     thread_id = thread_value(thread_id)
     items = yield from thread_items(core, thread_id, keys_only=True)
     yield from delete_items(core, schema.keys_of(items))
     prefix = core.layout.thread_prefix(thread_id)
+    if core.encryption is not None:
+        core.encryption.forget(prefix)
+        core.encryption.ring.forget({"thread": thread_id})
     keys = yield from list_keys(core, prefix)
     yield from delete_objects(
         core, [k for k, _, _ in keys if core.layout.owns_object(thread_id, k)]
@@ -106,6 +115,20 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     items = yield from thread_items(core, src)
     if not items:
         return
+    dst_pk = s(core.layout.pk(dst))
+    # Heads (and the owner item); not the data key items: the source's key is bound
+    # to the source thread, and the copy is sealed under a key of its own.
+    heads = [
+        {**i, PK: dst_pk, schema.THREAD: s(dst)}
+        for i in items
+        if not (schema.is_checkpoint_item(i) or schema.is_writes_item(i) or schema.is_key_item(i))
+    ]
+    if core.encryption is not None:
+        # Everything is bound to its thread: re-sealed for the target (core/reseal.py).
+        new_items = yield from copy_sealed(core, src, dst, items)
+        yield from put_items(core, new_items)
+        yield from put_items(core, heads)
+        return
     # Blobs are copied as they are, checkpoints re-written with the new thread id;
     # then writes items, checkpoint items and heads.
     blob_keys = yield from list_keys(core, core.layout.blob_prefix(src))
@@ -119,13 +142,7 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
         yield copies[i : i + _COPY_BATCH]
     rows = [schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)]
     new_items = yield from _rewrite_checkpoints(core, rows, dst)
-    dst_pk = s(core.layout.pk(dst))
     writes_items = [{**i, PK: dst_pk} for i in items if schema.is_writes_item(i)]
-    heads = [
-        {**i, PK: dst_pk, schema.THREAD: s(dst)}
-        for i in items
-        if not schema.is_checkpoint_item(i) and not schema.is_writes_item(i)
-    ]
     yield from put_items(core, writes_items)
     yield from put_items(core, new_items)
     yield from put_items(core, heads)
@@ -137,28 +154,15 @@ def _rewrite_checkpoints(
     """Checkpoint bodies re-written for thread ``dst`` (uploaded when not kept in the
     index), and the index items that will name them."""
     new_items: list[dict[str, Any]] = []
-    dst_pk = s(core.layout.pk(dst))
     for start in range(0, len(rows), _LOAD_BATCH):
         batch = rows[start : start + _LOAD_BATCH]
         envs = yield from read_envelopes(core, batch)
         puts = []
         for row, env in zip(batch, envs, strict=True):
             body = values.frame_body(core, replace(env, thread_id=dst))
-            digest = codec.digest(body)
-            new_item = {
-                **row.item,
-                PK: dst_pk,
-                schema.THREAD: s(dst),
-                schema.DIGEST: s(digest),
-                schema.SIZE: n(len(body)),
-            }
-            new_item.pop(schema.BODY, None)
-            if values.in_index(core, body):
-                new_item[schema.BODY] = b(body)
-            else:
-                key = core.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, digest)
-                puts.append(S3Put(key, body))
+            new_item, put = copied_item(core, row, body, dst)
             new_items.append(new_item)
+            puts += [] if put is None else [put]
         if puts:
             yield puts
     return new_items
@@ -177,6 +181,7 @@ def prune(core: SaverCore, thread_ids: Sequence[str], strategy: str) -> Flow[Non
         if strategy == "delete":
             yield from delete_thread(core, thread_id)
             continue
+        yield from thread_key(core, thread_id)  # the chain walk reads bodies
         items = yield from thread_items(core, thread_id)
         by_ns: dict[str, dict[str, Row]] = {}
         for item in items:

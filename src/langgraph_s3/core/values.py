@@ -17,6 +17,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import chunking, codec
 from langgraph_s3.core.entries import PENDING, Blobs, Entry, Envelope, Inline, Listed, Span
+from langgraph_s3.core.sealed import blob_frame, namer, rekeying, seal_body
 from langgraph_s3.errors import CorruptObjectError, SerializationError, UndecodableValueError
 from langgraph_s3.keys import Layout
 
@@ -112,7 +113,7 @@ def blob_entry(
         hint = chunking.Previous(
             list(previous.digests), list(previous.sizes), previous.stable_count()
         )
-    planned, stable = chunking.plan(body, hint)
+    planned, stable = chunking.plan(body, hint, namer(core, thread_id))
     # Where each chunk is: re-used ones where the hint has them, known ones where
     # they were stored, new ones PENDING until packs.seal places them.
     where = dict(zip(previous.digests, previous.spans, strict=True)) if (
@@ -130,7 +131,7 @@ def blob_entry(
         else:
             spans.append(PENDING)
             if key not in uploads:
-                uploads[key] = codec.frame(codec.KIND_BLOB, chunk.data, core.compression_level)
+                uploads[key] = blob_frame(core, thread_id, chunk.digest, chunk.data)
                 core.caches.objects.put(key, chunk.data, chunk.size)
     digests = tuple(c.digest for c in planned)
     sizes = tuple(c.size for c in planned)
@@ -169,13 +170,15 @@ def decode_value(
 
 
 def frame_body(core: SaverCore, envelope: Envelope) -> bytes:
-    """A checkpoint envelope as the bytes of its object."""
-    return codec.frame(
+    """A checkpoint envelope as the bytes of its object (sealed with encryption)."""
+    frame = codec.frame(
         codec.KIND_CHECKPOINT,
         codec.pack(envelope.wire()),
         core.compression_level,
         envelope.format or codec.LAYOUT_1,
     )
+    ids = (envelope.thread_id, envelope.ns, envelope.checkpoint_id)
+    return seal_body(core, ids, frame)
 
 
 def in_index(core: SaverCore, body: bytes) -> bool:
@@ -288,7 +291,7 @@ def cache_entry(
 ) -> None:
     """Cache a channel's entry under its version, so a later put whose channel did not
     move re-uses it instead of encoding the value again."""
-    if _names_one_value(version):
+    if _names_one_value(version) and not rekeying(core, thread_id):
         core.caches.entries.put((thread_id, ns, name, version), entry, entry_size(entry))
 
 

@@ -1,11 +1,11 @@
 """How pending writes are stored: one index item per task, one record per write.
 
 A task's writes land in the item ``c#{ns}#{checkpoint}#w#{task}`` as checksummed
-records (``codec.pack_record``); values above ``WRITE_INLINE_THRESHOLD``, and those
-whose record would be larger than ``index_inline_limit``, go to blobs first. Regular
-writes are never overwritten (a retried task resends the same values), special ones
-(``__error__``, ``__interrupt__``, ...) are replaced, as in ``InMemorySaver``. See
-docs/layout.md ("Index (DynamoDB)").
+records (``codec.pack_record``, sealed to their slot with encryption); values above
+``WRITE_INLINE_THRESHOLD``, and those whose record would be larger than
+``index_inline_limit``, go to blobs first. Regular writes are never overwritten (a
+retried task resends the same values), special ones (``__error__``, ``__interrupt__``,
+...) are replaced, as in ``InMemorySaver``. See docs/layout.md ("Index (DynamoDB)").
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from langgraph_s3 import codec
 from langgraph_s3.core import lists
 from langgraph_s3.core.commit import check_owner, ownership_parts
 from langgraph_s3.core.config import WRITE_INLINE_THRESHOLD, checkpoint_id_of, thread_ns
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Inline, Record
 from langgraph_s3.core.index import Transact, WritesUpdate, writes_updates
 from langgraph_s3.core.objects import store_chunks
+from langgraph_s3.core.sealed import seal_record
 from langgraph_s3.core.values import encode_value, remember_value, writes_value
 from langgraph_s3.errors import InvalidConfigError, S3SaverError
 from langgraph_s3.operations import Flow, perform
@@ -55,8 +57,10 @@ def put_writes(
         raise InvalidConfigError(f"task_id must be a string, got {type(task_id).__name__}")
     if not writes:
         return
+    yield from thread_key(core, thread_id, create=True)
+    slot = (thread_id, ns, cid, task_id)
     records, uploads = _encode_writes(core, thread_id, writes, task_id)
-    packed = _pack_within_budget(core, thread_id, writes, records, uploads)
+    packed = _pack_within_budget(core, slot, writes, records, uploads)
     todo = lists.pending(r.entry for r in records.values())
     sealed = yield from store_chunks(core, thread_id, uploads, todo=todo)
     for i, record in records.items():
@@ -64,9 +68,7 @@ def put_writes(
         # Stored now: the next checkpoint, racing this update, finds the value here.
         remember_value(core, thread_id, entry)
         if entry is not record.entry:  # its chunks are placed now
-            packed[i] = codec.pack_record(
-                Record(record.channel, entry).wire(), core.compression_level
-            )
+            packed[i] = _packed(core, slot, i, Record(record.channel, entry))
 
     pk = core.layout.pk(thread_id)
     sk = core.layout.writes_sk(ns, cid, task_id)
@@ -106,9 +108,15 @@ def _encode_writes(
     return records, uploads
 
 
+def _packed(core: SaverCore, slot: tuple[str, str, str, str], index: int, record: Record) -> bytes:
+    """A record as stored: packed, and sealed to its slot with encryption (``slot``:
+    thread id, namespace, checkpoint id, task id)."""
+    return seal_record(core, slot, index, codec.pack_record(record.wire(), core.compression_level))
+
+
 def _pack_within_budget(
     core: SaverCore,
-    thread_id: str,
+    slot: tuple[str, str, str, str],
     writes: Sequence[tuple[str, Any]],
     records: dict[int, Record],
     uploads: dict[str, bytes],
@@ -123,7 +131,8 @@ def _pack_within_budget(
     cache) instead of the writes item paying a write unit per KB for it first. See
     docs/layout.md ("Index (DynamoDB)").
     """
-    packed = {i: codec.pack_record(r.wire(), core.compression_level) for i, r in records.items()}
+    thread_id = slot[0]
+    packed = {i: _packed(core, slot, i, r) for i, r in records.items()}
     # With no checkpoint body in the index (limit 0) values stay inline in bodies too.
     limit = core.index_inline_limit or ITEM_BUDGET
     for i in sorted(packed, key=lambda i: -len(packed[i])):
@@ -137,5 +146,5 @@ def _pack_within_budget(
             )
             uploads.update(blobs)
             records[i] = Record(channel, lists.spill(entry))
-            packed[i] = codec.pack_record(records[i].wire(), core.compression_level)
+            packed[i] = _packed(core, slot, i, records[i])
     return packed

@@ -7,7 +7,18 @@ from dataclasses import dataclass, replace
 from typing import Any, Self
 
 from langgraph_s3.core.index.items import Item, Key
-from langgraph_s3.core.schema import CID, DIGEST, GSI_RUN, METADATA, PK, RUN, SK, TASK_ID, s
+from langgraph_s3.core.schema import (
+    CID,
+    DIGEST,
+    GSI_RUN,
+    KEY_SK_PREFIX,
+    METADATA,
+    PK,
+    RUN,
+    SK,
+    TASK_ID,
+    s,
+)
 from langgraph_s3.operations import IndexRequest
 
 
@@ -145,6 +156,25 @@ class ScanSegment(Paged):
             params["FilterExpression"] = "begins_with(pk, :p)"
             params["ExpressionAttributeValues"] = {":p": s(self.prefix)}
         params["Segment"] = self.segment
+        return "scan", _paged(params, None, self.start)
+
+
+@dataclass(frozen=True)
+class ScanKeyItems(Paged):
+    """One page of a scan for the data key items of every thread and tenant under
+    ``prefix`` (``langgraph-s3 rekey``)."""
+
+    table: str
+    prefix: str
+    start: Key | None = None
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        params: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "begins_with(pk, :p) AND begins_with(sk, :k)",
+            "ExpressionAttributeValues": {":p": s(self.prefix), ":k": s(KEY_SK_PREFIX)},
+            "ConsistentRead": True,
+        }
         return "scan", _paged(params, None, self.start)
 
 

@@ -11,6 +11,7 @@ from langgraph_s3.core.index.items import Item, Key, key
 from langgraph_s3.core.schema import (
     AT,
     CID,
+    KEK,
     NS,
     OWNER_SK,
     PARENT,
@@ -21,6 +22,7 @@ from langgraph_s3.core.schema import (
     TASK_ID,
     TASK_PATH,
     THREAD,
+    WRAPPED,
     b,
     n,
     record_attr,
@@ -259,6 +261,53 @@ class _Conditional(IndexRequest[bool]):
 
 
 @dataclass(frozen=True)
+class _Put(_Conditional):
+    """Put ``item`` under the condition :meth:`condition` states."""
+
+    table: str
+    item: Item
+
+    def condition(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "put_item", {"TableName": self.table, "Item": self.item, **self.condition()}
+
+
+@dataclass(frozen=True)
+class PutNew(_Put):
+    """Put ``item`` only if no item has its key yet. Result: whether it was put.
+
+    Two writers creating the same item agree on one: the loser learns it lost
+    (``False``) and reads the winner's.
+    """
+
+    def condition(self) -> dict[str, Any]:
+        return {
+            "ConditionExpression": "attribute_not_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": PK},
+        }
+
+
+@dataclass(frozen=True)
+class Replace(_Put):
+    """Put ``item`` over the stored item of its key, if that one still exists and
+    was not updated since it was read (its ``at`` is still the one ``item`` keeps).
+    Result: whether it was put.
+
+    Re-encryption rewrites items in place this way: records a run added meanwhile
+    (an update sets ``at``) are not overwritten, and a deleted item is not put back.
+    """
+
+    def condition(self) -> dict[str, Any]:
+        return {
+            "ConditionExpression": "attribute_exists(#pk) AND #at = :at",
+            "ExpressionAttributeNames": {"#pk": PK, "#at": AT},
+            "ExpressionAttributeValues": {":at": self.item[AT]},
+        }
+
+
+@dataclass(frozen=True)
 class DeleteHead(_Conditional):
     """Delete a namespace's head if it names one of ``cids`` (at most 100)."""
 
@@ -297,6 +346,35 @@ class UnlinkParent(_Conditional):
             "ExpressionAttributeNames": {"#p": PARENT},
             "ExpressionAttributeValues": {":p": s(self.parent)},
         }
+
+
+@dataclass(frozen=True)
+class RewrapKey(_Conditional):
+    """Store a data key item's key wrapped anew (``rekey``), if it still holds ``old``.
+
+    Result: whether it did; ``False`` when the item changed or was deleted (shredded)
+    since it was read.
+    """
+
+    table: str
+    pk: str
+    sk: str
+    old: bytes = field(repr=False)
+    new: bytes = field(repr=False)
+    kek: str
+    at: int
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        return "update_item", {
+            "TableName": self.table,
+            "Key": key(self.pk, self.sk),
+            "UpdateExpression": "SET #wk = :new, #kek = :kek, #at = :at",
+            "ConditionExpression": "#wk = :old",
+            "ExpressionAttributeNames": {"#wk": WRAPPED, "#kek": KEK, "#at": AT},
+            "ExpressionAttributeValues": {
+                ":new": b(self.new), ":old": b(self.old), ":kek": s(self.kek), ":at": n(self.at),
+            },
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)

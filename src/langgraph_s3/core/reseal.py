@@ -1,0 +1,209 @@
+"""How a thread is copied under encryption: its data re-sealed for the target thread.
+
+Without encryption ``copy_thread`` copies blobs as they are (a chunk's SHA-256 name is
+the same in every thread) and rewrites the bodies. With it, everything is bound to
+its thread: a blob's name is keyed by the thread's data key and its seal names the
+thread (``BlobPlace``), and so do the seals of bodies and records. So each is opened
+with the source thread's key and sealed again with the target's:
+
+* every chunk the source's values use is read (verified), named under the target
+  key and uploaded once, as a loose blob (the source's packs are not rebuilt);
+  chunk lists are stored again, loose, listing the new names;
+* bodies get the renamed entries and are sealed to the target's places, then go
+  into their index items (or S3) as a put would store them;
+* pending-write records are re-sealed to the target's write slots; writes items of
+  checkpoints that never committed (garbage for ``gc``) are not copied.
+
+The copy reads the whole source a batch of checkpoints at a time; nothing of the
+target is visible before its index items are written (``threads.copy_thread``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from langgraph_s3 import codec
+from langgraph_s3.core import lists, packs, schema, values
+from langgraph_s3.core.datakeys import thread_key
+from langgraph_s3.core.entries import Blobs, Entry, Envelope, Inline, Listed, Record
+from langgraph_s3.core.objects import fetch_chunks, read_envelopes, read_lists
+from langgraph_s3.core.schema import PK, Row, WritesRow, b, n, s
+from langgraph_s3.core.sealed import (
+    blob_frame,
+    namer,
+    open_writes,
+    seal_record,
+)
+from langgraph_s3.operations import Flow, S3Put
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.state import SaverCore
+
+_BATCH = 16
+
+
+def copied_item(core: SaverCore, row: Row, body: bytes, dst: str) -> tuple[dict[str, Any], Any]:
+    """The index item of checkpoint ``row`` copied to thread ``dst`` with ``body``, and
+    the S3 put of the body when it is too large for the index (else None)."""
+    digest = codec.digest(body)
+    item = {
+        **row.item,
+        PK: s(core.layout.pk(dst)),
+        schema.THREAD: s(dst),
+        schema.DIGEST: s(digest),
+        schema.SIZE: n(len(body)),
+    }
+    item.pop(schema.BODY, None)
+    if values.in_index(core, body):
+        item[schema.BODY] = b(body)
+        return item, None
+    key = core.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, digest)
+    return item, S3Put(key, body)
+
+
+def copy_sealed(
+    core: SaverCore,
+    src: str,
+    dst: str,
+    items: Sequence[dict[str, Any]],
+    each: Callable[[list[dict[str, Any]], int], Flow[None]] | None = None,
+) -> Flow[list[dict[str, Any]]]:
+    """Re-seal thread ``src``'s data for ``dst`` (under ``dst``'s newest key): upload
+    its chunks and large bodies, and return the index items to write (checkpoints and
+    their writes).
+
+    ``each``: a flow handed each batch's items and how many objects it uploaded,
+    once they are uploaded (the items are then not returned); re-encryption
+    (``src == dst``) writes them in place.
+    """
+    yield from thread_key(core, src)
+    yield from thread_key(core, dst, create=True)
+    rows = [schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)]
+    by_ref = {schema.checkpoint_ref(r.item): r for r in rows}
+    writes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for item in items:
+        if schema.is_writes_item(item) and schema.checkpoint_ref(item) in by_ref:
+            writes.setdefault(schema.checkpoint_ref(item), []).append(item)
+    renamer = _Renamer(core, src, dst)
+    out: list[dict[str, Any]] = []
+    for start in range(0, len(rows), _BATCH):
+        batch = rows[start : start + _BATCH]
+        mine = [writes.get(schema.checkpoint_ref(r.item), []) for r in batch]
+        done, uploaded = yield from _copy_batch(core, renamer, batch, mine)
+        if each is None:
+            out += done
+        else:
+            yield from each(done, uploaded)
+    return out
+
+
+def _copy_batch(
+    core: SaverCore,
+    renamer: _Renamer,
+    rows: Sequence[Row],
+    items: Sequence[Sequence[dict[str, Any]]],
+) -> Flow[tuple[list[dict[str, Any]], int]]:
+    """One batch of checkpoints and their writes items, re-sealed (see the module),
+    and how many objects were uploaded for it."""
+    src, dst = renamer.src, renamer.dst
+    parsed = [[schema.parse_writes(i, encrypted=True) for i in its] for its in items]
+    for row, ws in zip(rows, parsed, strict=True):
+        open_writes(core, src, row.ns, ws)
+    envs = yield from read_envelopes(core, rows)
+    found = yield from read_lists(core, [(src, e) for e in _entries(envs, parsed)])
+    for env, ws in zip(envs, parsed, strict=True):
+        lists.expand_envelope(env, src, found)
+        lists.expand_writes(ws, src, found)
+    refs = [
+        r
+        for e in _entries(envs, parsed)
+        if not isinstance(e, Inline)
+        for r in packs.chunk_refs(core, src, e)
+    ]
+    renamer.payloads = yield from fetch_chunks(core, refs)
+    out, puts = [], []
+    for row, env, its, ws in zip(rows, envs, items, parsed, strict=True):
+        item, put = copied_item(core, row, values.frame_body(core, _renamed(renamer, env)), dst)
+        # The read hints name the source's blobs and packs (their names under its key).
+        item.pop(schema.PREFETCH, None)
+        item.pop(schema.PACK_PREFETCH, None)
+        out.append(item)
+        puts += [] if put is None else [put]
+        out += [_copied_writes(core, renamer, row, i, w) for i, w in zip(its, ws, strict=True)]
+    puts += renamer.take_uploads()
+    if puts:
+        yield puts
+    return out, len(puts)
+
+
+def _entries(envs: Sequence[Envelope], writes: Sequence[Sequence[WritesRow]]) -> list[Entry]:
+    """Every value entry of a batch: the bodies' channels and the writes' records."""
+    out = [e for env in envs for e in env.channels.values()]
+    return out + [rec.entry for ws in writes for w in ws for _, rec in w.records]
+
+
+def _renamed(renamer: _Renamer, env: Envelope) -> Envelope:
+    channels = {name: renamer.entry(e) for name, e in env.channels.items()}
+    fmt = max(env.format or codec.LAYOUT_1, packs.layout_of(channels.values()))
+    return replace(env, thread_id=renamer.dst, channels=channels, format=fmt)
+
+
+def _copied_writes(
+    core: SaverCore, renamer: _Renamer, row: Row, item: Mapping[str, Any], w: WritesRow
+) -> dict[str, Any]:
+    """A writes item for the target thread, its records re-sealed to their new slots."""
+    out = {**item, PK: s(core.layout.pk(renamer.dst))}
+    slot = (renamer.dst, row.ns, w.checkpoint_id, w.task_id)
+    for index, rec in w.records:
+        packed = codec.pack_record(
+            Record(rec.channel, renamer.entry(rec.entry)).wire(), core.compression_level
+        )
+        out[schema.record_attr(index)] = b(seal_record(core, slot, index, packed))
+    return out
+
+
+@dataclass
+class _Renamer:
+    """Names chunks under the target key and collects what to upload (each once)."""
+
+    core: SaverCore
+    src: str
+    dst: str
+    #: verified chunk payloads of the current batch, by source chunk key
+    payloads: dict[str, bytes] = field(default_factory=dict)
+    #: source name -> target name, for every chunk already named (and uploaded)
+    names: dict[bytes, bytes] = field(default_factory=dict)
+    uploads: dict[str, bytes] = field(default_factory=dict)
+
+    def entry(self, entry: Entry) -> Entry:
+        """``entry`` naming the target's copies of its chunks (and chunk list)."""
+        if isinstance(entry, Inline):
+            return entry
+        if isinstance(entry, Blobs):
+            return self._blobs(entry)
+        inner = self._blobs(entry.resolved())
+        data = lists.content(inner)
+        name = self._upload(data)
+        return Listed(name, len(data), None, inner)
+
+    def _blobs(self, blobs: Blobs) -> Blobs:
+        refs = packs.chunk_refs(self.core, self.src, blobs)
+        digests = []
+        for digest, ref in zip(blobs.digests, refs, strict=True):
+            if digest not in self.names:
+                self.names[digest] = self._upload(self.payloads[ref.key])
+            digests.append(self.names[digest])
+        return replace(blobs, digests=tuple(digests), spans=None, value=None)
+
+    def _upload(self, data: bytes) -> bytes:
+        name = namer(self.core, self.dst)(data)
+        key = self.core.layout.blob_key(self.dst, name.hex())
+        self.uploads.setdefault(key, blob_frame(self.core, self.dst, name, data))
+        return name
+
+    def take_uploads(self) -> list[S3Put]:
+        puts = [S3Put(k, frame) for k, frame in self.uploads.items()]
+        self.uploads.clear()
+        return puts
