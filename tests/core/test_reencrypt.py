@@ -86,13 +86,14 @@ def test_stale_items_are_what_is_not_sealed_under_the_target() -> None:
     assert reencrypt.stale_items([writes], "2", set()) == []
     # Re-sealed under 2: only what is still under 1 is left, with its checkpoint.
     core2 = loaded([1, 2])
-    cp2 = store(config("t1"), checkpoint("c1", {"v": "a"}), core=core2).item
+    # After a parent: a thread's first checkpoint reloads its keys (none canned here).
+    cp2 = store(config("t1", "c0"), checkpoint("c1", {"v": "a"}), core=core2).item
     assert reencrypt.stale_items([cp2, writes], "2", set()) == [cp2, writes]
     writes2 = store_writes(config("t1", "c1"), [("v", "b")], "task-1", core=core2).item
     assert reencrypt.stale_items([cp2, writes2], "2", set()) == []
     # A body in S3 is known to be re-sealed only if this run stored it (its digest).
     large = make_core(encryption=core2.encryption, index_inline_limit=0)
-    cp3 = store(config("t1"), checkpoint("c1", {"v": "a"}), core=large).item
+    cp3 = store(config("t1", "c0"), checkpoint("c1", {"v": "a"}), core=large).item
     assert schema.BODY not in cp3
     assert reencrypt.stale_items([cp3], "2", set()) == [cp3]
     assert reencrypt.stale_items([cp3], "2", {cp3[schema.DIGEST]["S"]}) == []

@@ -27,7 +27,7 @@ from langgraph.checkpoint.base import (
 from langgraph_s3 import codec, guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
-from langgraph_s3.core.datakeys import thread_key
+from langgraph_s3.core.datakeys import restarted, thread_key
 from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed
 from langgraph_s3.core.index import (
     IDEMPOTENT_MISMATCH,
@@ -78,6 +78,10 @@ def put(
     guarded = guard.is_continuation(config, ns, parent_id)
     if guarded and parent_id is not None and cid <= parent_id:
         raise clock_skew(thread_id, ns, parent_id, cid)
+    if parent_id is None and ns == "":
+        # A thread's first checkpoint: its id may be one another saver deleted since
+        # this one loaded its key.
+        restarted(core, thread_id)
     yield from thread_key(core, thread_id, create=True)
     body_cp: dict[str, Any] = dict(checkpoint)
     channel_values: dict[str, Any] = body_cp.pop("channel_values", {}) or {}

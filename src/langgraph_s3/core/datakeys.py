@@ -258,8 +258,10 @@ def thread_key(core: SaverCore, thread_id: str, *, create: bool = False) -> Flow
     folder = core.layout.thread_prefix(thread_id)
     check = create and enc.tenant_of is not None
     if check and folder not in enc.scopes:
-        enc.forget(folder)  # its scope was evicted: load it again to check it
-    key = yield from _cached(core, folder, thread_id, lambda: _load_thread(core, thread_id, create))
+        enc.stale(folder)  # its scope was evicted: load it again to check it
+    key = yield from _cached(
+        core, folder, thread_id, lambda at: _load_thread(core, thread_id, create, at)
+    )
     if check and key is not None:
         _check_scope(thread_id, enc.tenant(thread_id), enc.scopes.get(folder))
     return key
@@ -274,14 +276,31 @@ def tenant_key(core: SaverCore, tenant: str, *, create: bool = False) -> Flow[Da
     scope = KeyScope.tenant(tenant)
     return (
         yield from _cached(
-            core, scope.pk(core), tenant, lambda: _load(core, enc.ring, scope, create)
+            core, scope.pk(core), tenant, lambda at: _load(core, enc.ring, scope, create, at)
         )
     )
 
 
-def _cached(
-    core: SaverCore, slot: str, owner: str, load: Callable[[], Flow[KeySet | None]]
-) -> Flow[DataKey | None]:
+def restarted(core: SaverCore, thread_id: str) -> None:
+    """Have the next :func:`thread_key` of ``thread_id`` read its key items again: the
+    thread has no checkpoint (a read of its latest found none, or a checkpoint
+    without parent is put), so it may have been deleted by another saver since its
+    key was loaded, and a new run must not seal under the shredded key (nor name
+    blobs deleted with it). Costs nothing for a thread this saver has not loaded (a
+    new one)."""
+    enc = core.encryption
+    folder = core.layout.thread_prefix(thread_id)
+    if enc is not None and enc.keys.get(folder) is not None:
+        enc.stale(folder)
+        core.caches.forget_thread(thread_id, folder)
+
+
+#: Loading a slot's keys: given when the load started (monotonic seconds), the keys
+#: and when what they came from was read (None: no key).
+_Load = Callable[[float], Flow[tuple[KeySet, float] | None]]
+
+
+def _cached(core: SaverCore, slot: str, owner: str, load: _Load) -> Flow[DataKey | None]:
     """The newest key ``Encryption.keys`` holds for ``slot`` (a thread folder or a
     tenant's partition key) if fresh, else of ``load``'s, kept there as ``owner``'s."""
     enc = core.encryption
@@ -297,27 +316,36 @@ def _cached(
         if mine:
             break
         yield WaitKey(slot, pending)
-    keys: KeySet | None = None
+    loaded: tuple[KeySet, float] | None = None
     try:
-        keys = yield from load()
-        if keys is not None:
-            before = enc.keys.get(slot)
-            if before is not None and before[1].newest.key_id != keys.newest.key_id:
-                # Re-encrypted: cached value entries name blobs under the old key.
+        loaded = yield from load(started)
+        before = enc.keys.get(slot)
+        if loaded is None:
+            # No key (any more): a stale entry kept for flows in progress goes.
+            if before is not None:
+                enc.keys.pop(slot)
                 core.caches.forget_thread(owner, slot)
-            # Timed from before the read: a shred after it is seen within key_ttl.
-            enc.keys.put(slot, (owner, keys, started))
+            return None
+        keys, at = loaded
+        if before is not None and before[1].newest != keys.newest:
+            # Re-encrypted, or shredded and started again (a new key with the same
+            # version): cached value entries name blobs under the old key.
+            core.caches.forget_thread(owner, slot)
+        # Timed from before the read: a shred after it is seen within key_ttl.
+        enc.keys.put(slot, (owner, keys, at))
     finally:
-        enc.finish(slot, pending, keys is not None)
-    return None if keys is None else keys.newest
+        enc.finish(slot, pending, loaded is not None)
+    return keys.newest
 
 
-def _load(core: SaverCore, ring: KeyRing, scope: KeyScope, create: bool) -> Flow[KeySet | None]:
+def _load(
+    core: SaverCore, ring: KeyRing, scope: KeyScope, create: bool, at: float
+) -> Flow[tuple[KeySet, float] | None]:
     # Every version: the items of a thread being re-encrypted are sealed under two.
     stored = yield from versions(core, scope)
     if not stored:
-        return KeySet.of([(yield from _create(core, ring, scope))]) if create else None
-    return (yield from _unwrap_all(core, ring, scope, stored))
+        return (KeySet.of([(yield from _create(core, ring, scope))]), at) if create else None
+    return (yield from _unwrap_all(core, ring, scope, stored)), at
 
 
 def _unwrap_all(
@@ -330,9 +358,12 @@ def _unwrap_all(
     return KeySet.of(keys)
 
 
-def _load_thread(core: SaverCore, thread_id: str, writer: bool) -> Flow[KeySet | None]:
-    """A thread's keys from its key items, its own or its tenant's (one Query);
-    records whose they are in ``Encryption.scopes``."""
+def _load_thread(
+    core: SaverCore, thread_id: str, writer: bool, at: float
+) -> Flow[tuple[KeySet, float] | None]:
+    """A thread's keys from its key items, its own or its tenant's (one Query), and
+    when they were read (``at``, or the tenant's, if older); records whose they are in
+    ``Encryption.scopes``."""
     enc = core.encryption
     assert enc is not None
     scope = KeyScope.thread(thread_id)
@@ -349,8 +380,8 @@ def _load_thread(core: SaverCore, thread_id: str, writer: bool) -> Flow[KeySet |
         wanted = enc.tenant(thread_id)
         if wanted is None:
             enc.scopes.put(folder, "")
-            return KeySet.of([(yield from create(core, enc.ring, scope))])
-        keys = yield from _tenant_keys(core, wanted, create=True)  # before the reference
+            return KeySet.of([(yield from create(core, enc.ring, scope))]), at
+        keys = yield from _tenant_keys(core, wanted, at, create=True)  # before the reference
         newest = yield from _refer(core, thread_id, wanted)
         if referenced_tenant(newest, thread_id) == wanted:
             enc.scopes.put(folder, wanted)
@@ -360,18 +391,22 @@ def _load_thread(core: SaverCore, thread_id: str, writer: bool) -> Flow[KeySet |
         enc.scopes.put(folder, "")
         found: Sequence[Mapping[str, Any]] = items or [newest]  # or the winner's
         stored = [parse_key_item(i, scope) for i in found]
-        return (yield from _unwrap_all(core, enc.ring, scope, stored))
+        return (yield from _unwrap_all(core, enc.ring, scope, stored)), at
     tenant = referenced_tenant(newest, thread_id)
     enc.scopes.put(folder, tenant)
-    return (yield from _tenant_keys(core, tenant, create=writer))
+    return (yield from _tenant_keys(core, tenant, at, create=writer))
 
 
-def _tenant_keys(core: SaverCore, tenant: str, *, create: bool) -> Flow[KeySet | None]:
-    """The tenant's loaded keys (:func:`tenant_key`), to cache for one of its threads."""
+def _tenant_keys(
+    core: SaverCore, tenant: str, at: float, *, create: bool
+) -> Flow[tuple[KeySet, float] | None]:
+    """The tenant's loaded keys (:func:`tenant_key`), to cache for one of its threads,
+    timed from when the tenant's key items were read (or ``at``, if later): a shred
+    of the tenant reaches the thread's slot within ``key_ttl`` too."""
     assert core.encryption is not None
     yield from tenant_key(core, tenant, create=create)
     known = core.encryption.keys.get(KeyScope.tenant(tenant).pk(core))
-    return None if known is None else known[1]
+    return None if known is None else (known[1], min(at, known[2]))
 
 
 # ------------------------------------------------------- tenant references

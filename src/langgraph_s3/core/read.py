@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort
 from langgraph_s3 import guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns
-from langgraph_s3.core.datakeys import thread_keys
+from langgraph_s3.core.datakeys import restarted, thread_keys
 from langgraph_s3.core.entries import Blobs, ChunkRef, Entry, Envelope, Listed
 from langgraph_s3.core.index import Item, Query, TouchHead
 from langgraph_s3.core.objects import fetch_chunks, object_key, open_envelope, read_envelopes
@@ -83,6 +83,9 @@ def latest(core: SaverCore, thread_id: str, ns: str) -> Flow[Found | None]:
                 writes.append(item)
         if query is not None:
             query = replace(query, limit=_QUERY_PAGE)
+    if ns == "":
+        # No checkpoint: a new run may start on a thread id another saver deleted.
+        restarted(core, thread_id)
     return None
 
 

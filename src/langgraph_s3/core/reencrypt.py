@@ -120,7 +120,7 @@ def reencrypt_thread(core: SaverCore, thread_id: str) -> Flow[Reencrypted]:
     if len(stored) == 1:
         yield from datakeys.create(core, enc.ring, scope, target)
     folder = core.layout.thread_prefix(thread_id)
-    enc.forget(folder)
+    enc.stale(folder)  # not dropped: a read of this saver may be using it
     # Value entries cached for re-use name blobs under the old key.
     core.caches.forget_thread(thread_id, folder)
     yield from thread_key(core, thread_id)  # every version; the new one seals
@@ -138,7 +138,7 @@ def _shred(core: SaverCore, enc: Encryption, scope: KeyScope, old: Sequence[int]
     yield from delete_items(
         core, [{schema.PK: pk, schema.SK: schema.s(schema.key_sk(v))} for v in old]
     )
-    enc.forget(core.layout.thread_prefix(scope.id))
+    enc.stale(core.layout.thread_prefix(scope.id))
     for v in old:
         enc.ring.forget(scope.context(core, v))
 

@@ -97,9 +97,9 @@ class Encryption:
     key_ttl: float = DEFAULT_KEY_TTL
     tenant_of: Callable[[str], str | None] | None = None
     #: Loaded data keys: thread folder -> (thread id, every version of its data key,
-    #: when loaded, monotonic seconds). Entries are replaced when stale, never dropped
-    #: between the flow that loads a key and the code that uses it; at most 100,000
-    #: threads.
+    #: when read from the index, monotonic seconds). Entries are replaced when stale,
+    #: never dropped between the flow that loads a key and the code that uses it (only
+    #: when a reload finds no key); at most 100,000 threads.
     keys: LRU[str, tuple[str, KeySet, float]] = field(
         default_factory=lambda: LRU(100_000), repr=False, compare=False
     )
@@ -164,15 +164,20 @@ class Encryption:
         return known[1].newest if known is not None and now - known[2] < self.key_ttl else None
 
     def stale(self, folder: str) -> None:
-        """Have the next call load ``folder``'s keys again (one sealed with a newer
-        version than those loaded was read: the thread was re-encrypted meanwhile)."""
+        """Have the next call load ``folder``'s keys again.
+
+        The entry stays: a flow of this saver between loading the key and opening
+        (an async saver interleaves calls) still finds it; the reload replaces it, or
+        drops it if the key items are gone (``datakeys``).
+        """
         known = self.keys.get(folder)
         if known is not None:
             self.keys.put(folder, (known[0], known[1], float("-inf")))
 
     def forget(self, folder: str) -> None:
-        """Drop a thread's loaded key (after it was shredded)."""
-        self.keys.pop(folder)
+        """Have the next call load a thread's key and scope again (after it was shredded
+        or re-encrypted): :meth:`stale`, never dropped under a flow using it."""
+        self.stale(folder)
         self.scopes.pop(folder)
 
 
