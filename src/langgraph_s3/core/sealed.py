@@ -91,6 +91,10 @@ class Encryption:
             key of its own. Threads a writer starts for a tenant share the tenant's
             data key (``docs/security.md``, "Per-tenant keys"); readers need no
             ``tenant_of``, they follow what the thread's partition says.
+
+    Raises:
+        InvalidConfigError: ``key_ttl`` is not a positive number of seconds, or
+            ``tenant_of`` is not callable.
     """
 
     ring: KeyRing
