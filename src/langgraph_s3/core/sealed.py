@@ -225,10 +225,14 @@ def _loaded(core: SaverCore, folder: str) -> tuple[str, KeySet]:
     assert core.encryption is not None
     known = core.encryption.keys.get(folder)
     if known is None:
+        thread_id = core.layout.thread_of_pk(folder[:-1])
         raise DataKeyError(
-            f"the thread stored under {folder!r} has no data key, so its sealed data "
-            "cannot be opened: its key item was deleted (the thread was shredded) or "
-            "never written (the data was not written by this library with encryption)",
+            f"thread {thread_id!r} (stored under {folder!r}) has no data key, so its "
+            "sealed data cannot be opened: its key item was deleted (the thread was "
+            "shredded) or never written (the data was not written by this library with "
+            "encryption). If the key item was deleted by mistake, restore it from a "
+            "backup of the table (point-in-time recovery); otherwise the data cannot be "
+            "opened: delete the thread",
             key_id=folder,
         )
     return known[0], known[1]
