@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build a Lambda deployment directory: the example's handler and every dependency
-# (langgraph-s3 from this checkout, LangGraph) as Linux wheels for the target
+# (langgraph-s3 from this checkout with its `encryption` extra, LangGraph) as Linux wheels for the target
 # runtime, whatever machine this runs on.
 #
 #   examples/lambda/build.sh                      # build/ for template.yaml (x86_64, 3.12)
@@ -21,11 +21,15 @@ esac
 
 rm -rf "$out" "$here/.wheels"
 "$python" -m pip wheel --no-deps --wheel-dir "$here/.wheels" "$root"
-# Binary wheels only: zstandard, ormsgpack, pyfastcdc and pydantic-core are compiled,
-# and must match Lambda's Linux, CPU architecture and Python version.
+wheels=("$here"/.wheels/langgraph_s3-*.whl)
+wheel="${wheels[0]}"
+# With the `encryption` extra (cryptography): CHECKPOINT_KMS_KEY, and the collector
+# built from this directory for sealed threads, need it (without it: MissingDependencyError).
+# Binary wheels only: cryptography, zstandard, ormsgpack, pyfastcdc and pydantic-core
+# are compiled, and must match Lambda's Linux, CPU architecture and Python version.
 "$python" -m pip install --target "$out" \
   --platform "$platform" --implementation cp --python-version "$pyver" \
   --only-binary=:all: \
-  "$here"/.wheels/langgraph_s3-*.whl -r "$here/requirements.txt"
+  "$wheel[encryption]" -r "$here/requirements.txt"
 cp "$here/handler.py" "$here/approval_agent.py" "$out/"
 echo "built $out for python$pyver $arch ($(du -sh "$out" | cut -f1))"

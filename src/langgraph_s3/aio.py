@@ -364,8 +364,14 @@ class AsyncS3Saver(Driver):
     async def adelete_tenant(self, tenant_id: str) -> int:
         """Erase a tenant: its threads, then its data key (see ``S3Saver.delete_tenant``).
 
+        Args:
+            tenant_id: The tenant, as ``tenant_of`` names it.
+
         Returns:
             How many threads it deleted.
+
+        Raises:
+            InvalidConfigError: ``tenant_id`` is not a non-empty string.
         """
         erased = await self.run(shred_tenant(self, tenant_id), Call("delete_tenant"))
         return len(erased.threads)
@@ -383,7 +389,10 @@ class AsyncS3Saver(Driver):
 
     async def areencrypt_thread(self, thread_id: str) -> Reencrypted:
         """Seal a thread under a new data key and shred the old one (see
-        ``S3Saver.reencrypt_thread``)."""
+        ``S3Saver.reencrypt_thread``, which has the same arguments, result and errors:
+        ``Reencrypted(version=None)`` for a thread with nothing stored; raises
+        ``InvalidConfigError`` without ``encryption=``, ``KeyScopeError`` for a tenant's
+        thread, ``ReencryptionError`` when runs kept writing under the old key)."""
         return await self.run(
             reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id))
         )

@@ -265,6 +265,10 @@ class KeyUnwrapError(DataKeyError):
     """A wrapped data key was refused: it was altered, or it is being unwrapped with an
     encryption context other than the one it was wrapped with (a key item moved to
     another thread or tenant). Nothing sealed under it can be opened here.
+
+    Check the KMS key (the ring must name the one that wrapped it) and the encryption
+    context (the item must be in its own thread's or tenant's partition); restore an
+    altered or moved key item from a backup of the table. Retrying will not help.
     """
 
 

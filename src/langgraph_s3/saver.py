@@ -363,11 +363,14 @@ class S3Saver(Driver):
 
         Returns:
             What was done: the new key version, checkpoints re-sealed, objects
-            uploaded, old versions shredded.
+            uploaded, old versions shredded. For a thread with nothing stored,
+            ``Reencrypted(version=None)`` (nothing is done).
 
         Raises:
             InvalidConfigError: The saver has no ``encryption=``.
             DataKeyError: The thread has data but no data key.
+            KeyScopeError: The thread is under its tenant's data key, which the
+                tenant's other threads share; re-encrypting a tenant is not built.
             ReencryptionError: Runs kept writing under the old key; nothing was
                 shredded. Stop them and run it again.
         """

@@ -334,7 +334,10 @@ def kms_error(op: KmsRequest, exc: ClientError, *, region: str | None) -> BaseEx
         return KeyUnwrapError(
             f"KMS refused to unwrap {what} with {key} ({code}): the wrapped key was altered, "
             "was wrapped under another KMS key, or belongs to another encryption context (a "
-            "key item moved to another thread or tenant). Nothing sealed under it opens here",
+            "key item moved to another thread or tenant). Nothing sealed under it opens here: "
+            "check that the key ring names the KMS key that wrapped it and that the key item "
+            "is in its own thread's (or tenant's) partition; if the item was altered, restore "
+            "it from a backup of the table",
             key_id=op.data_key_id,
         )
     if code in _DENIED:

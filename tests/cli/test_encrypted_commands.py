@@ -253,3 +253,28 @@ def test_the_key_options_are_checked_and_rekey_keeps_its_own(
                  kms_key=arn)  # fmt: skip
     assert rekeyed.returncode == 0, rekeyed.stderr
     assert f"would re-wrap 1 data key(s); 0 already under {new}" in rekeyed.stdout
+
+
+def test_a_missing_or_refused_data_key_is_not_ok_and_says_what_to_do(
+    sealed: tuple[Backend, str, list[str]],
+) -> None:
+    """Exit 1 (the data cannot be opened), not 3 (a storage error worth a retry)."""
+    backend, arn, _ = sealed
+    (item,) = key_items(backend, "t1")
+    # Another data key's ciphertext in the item: KMS refuses it (the context differs).
+    with sealed_saver(backend, arn) as saver:
+        forked_thread(saver, "t2")
+    (other,) = key_items(backend, "t2")
+    forged = {**item, schema.WRAPPED: other[schema.WRAPPED]}
+    backend.dynamodb().put_item(TableName=backend.table, Item=forged)
+    refused = at(backend, "show", "t1", kms_key=arn)
+    assert refused.returncode == 1, refused.stderr
+    assert "KeyUnwrapError" in refused.stderr and "backup" in refused.stderr
+
+    backend.dynamodb().delete_item(
+        TableName=backend.table, Key={"pk": item["pk"], "sk": item["sk"]}
+    )
+    missing = at(backend, "show", "t1", kms_key=arn)
+    assert missing.returncode == 1, missing.stderr
+    assert "DataKeyError" in missing.stderr and "'t1'" in missing.stderr
+    assert "backup" in missing.stderr and "delete" in missing.stderr

@@ -360,9 +360,12 @@ def test_ring_refuses_every_altered_or_truncated_wrapped_key() -> None:
 def test_ring_configuration_is_checked() -> None:
     with pytest.raises(InvalidConfigError, match="'b'"):
         StaticKeyRing({"a": RING_A}, current="b")
-    with pytest.raises(DataKeyError) as caught:
+    # A wrong ring key is a configuration error (exit 2 on the command line), not a
+    # data key that cannot be used (exit 1).
+    with pytest.raises(InvalidConfigError, match="ring key 'short' is not 32 bytes"):
         StaticKeyRing({"a": RING_A, "short": bytes(16)}, current="a")
-    assert caught.value.key_id == "short"
+    with pytest.raises(InvalidConfigError, match="ring key id ''"):
+        StaticKeyRing({"a": RING_A, "": bytes(32)}, current="a")
 
 
 # --- canonical encodings ---------------------------------------------------------------

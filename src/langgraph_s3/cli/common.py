@@ -16,7 +16,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from langgraph_s3.errors import (
+    DataKeyError,
     InvalidConfigError,
+    KeyScopeError,
+    KeyServiceError,
     MissingDependencyError,
     ObjectError,
     PlaintextObjectError,
@@ -221,7 +224,8 @@ def fail(code: int, message: str) -> NoReturn:
 
 def exit_code(exc: BaseException) -> int:
     """The README's exit code for an error: NOT_OK for an unknown or existing thread and
-    for damage, USAGE for what the command line got wrong, STORAGE for the rest."""
+    for damage (a data key that is missing or refused included), USAGE for what the
+    command line got wrong, STORAGE for the rest (KMS not answering included)."""
     if isinstance(exc, ThreadNotFoundError | ThreadExistsError):
         return NOT_OK
     if isinstance(
@@ -229,10 +233,12 @@ def exit_code(exc: BaseException) -> int:
         InvalidConfigError | UndecodableValueError | MissingDependencyError | SerializationError,
     ):
         return USAGE
-    if isinstance(exc, PlaintextObjectError | UnknownKeyError):
+    if isinstance(exc, PlaintextObjectError | UnknownKeyError | KeyScopeError):
         return USAGE  # the key options do not fit the data: not damage
-    if isinstance(exc, ObjectError):
-        return NOT_OK
+    if isinstance(exc, KeyServiceError):
+        return STORAGE  # KMS throttled or unavailable: worth a retry
+    if isinstance(exc, ObjectError | DataKeyError):
+        return NOT_OK  # a missing or refused data key: the data cannot be opened
     return STORAGE
 
 

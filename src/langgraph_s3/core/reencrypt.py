@@ -86,10 +86,15 @@ class Reencrypted:
 def reencrypt_thread(core: SaverCore, thread_id: str) -> Flow[Reencrypted]:
     """Seal everything of ``thread_id`` under a new data key and shred the old one.
 
+    Returns:
+        What was done; ``Reencrypted(version=None)`` for a thread with nothing stored.
+
     Raises:
         InvalidConfigError: The saver has no ``encryption=``.
         DataKeyError: The thread has items but no data key (shredded, or not
             written with encryption).
+        KeyScopeError: The thread is under its tenant's data key (re-encrypting a
+            tenant is not built).
         ReencryptionError: Runs kept writing under the old key; nothing was
             shredded.
     """

@@ -91,6 +91,10 @@ class Encryption:
             key of its own. Threads a writer starts for a tenant share the tenant's
             data key (``docs/security.md``, "Per-tenant keys"); readers need no
             ``tenant_of``, they follow what the thread's partition says.
+
+    Raises:
+        InvalidConfigError: ``key_ttl`` is not a positive number of seconds, or
+            ``tenant_of`` is not callable.
     """
 
     ring: KeyRing
@@ -226,10 +230,14 @@ def _loaded(core: SaverCore, folder: str) -> tuple[str, KeySet]:
     assert core.encryption is not None
     known = core.encryption.keys.get(folder)
     if known is None:
+        thread_id = core.layout.thread_of_pk(folder[:-1])
         raise DataKeyError(
-            f"the thread stored under {folder!r} has no data key, so its sealed data "
-            "cannot be opened: its key item was deleted (the thread was shredded) or "
-            "never written (the data was not written by this library with encryption)",
+            f"thread {thread_id!r} (stored under {folder!r}) has no data key, so its "
+            "sealed data cannot be opened: its key item was deleted (the thread was "
+            "shredded) or never written (the data was not written by this library with "
+            "encryption). If the key item was deleted by mistake, restore it from a "
+            "backup of the table (point-in-time recovery); otherwise the data cannot be "
+            "opened: delete the thread",
             key_id=folder,
         )
     return known[0], known[1]

@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Mapping
 
 from langgraph_s3.errors import (
+    DataKeyError,
     InvalidConfigError,
     KeyUnwrapError,
     SealedObjectError,
@@ -21,6 +22,19 @@ from langgraph_s3.errors import (
 )
 from langgraph_s3.sealing.cipher import KEY_BYTES, DataKey, open_from, parse_header, seal_to
 from langgraph_s3.sealing.places import KIND_KEY, encode_context
+
+
+def _ring_key(key_id: str, secret: bytes) -> DataKey:
+    """A ring key, checked: a wrong one is a configuration error, not a data key's."""
+    if not isinstance(secret, bytes) or len(secret) != KEY_BYTES:
+        raise InvalidConfigError(
+            f"ring key {key_id!r} is not {KEY_BYTES} bytes; pass {KEY_BYTES} random bytes "
+            f"(os.urandom({KEY_BYTES}), kept in a secret store)"
+        )
+    try:
+        return DataKey(key_id, secret)
+    except DataKeyError as exc:  # the id: empty or too long
+        raise InvalidConfigError(f"ring key id {key_id!r}: {exc}") from exc
 
 
 class StaticKeyRing:
@@ -34,8 +48,8 @@ class StaticKeyRing:
         current: The id of the key that wraps new data keys.
 
     Raises:
-        InvalidConfigError: ``current`` is not among ``keys``.
-        DataKeyError: A key is not 32 bytes or its id is empty or too long.
+        InvalidConfigError: ``current`` is not among ``keys``, a key is not 32 bytes,
+            or its id is empty or too long.
     """
 
     def __init__(self, keys: Mapping[str, bytes], *, current: str) -> None:
@@ -43,7 +57,7 @@ class StaticKeyRing:
             raise InvalidConfigError(
                 f"the current key {current!r} is not in the key ring (ids: {sorted(keys)})"
             )
-        self._keys = {key_id: DataKey(key_id, secret) for key_id, secret in keys.items()}
+        self._keys = {key_id: _ring_key(key_id, secret) for key_id, secret in keys.items()}
         self.current = current
 
     def __repr__(self) -> str:
