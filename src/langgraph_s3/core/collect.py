@@ -8,6 +8,8 @@
    items are deleted. A thread paused on ``interrupt()`` is live work and is kept
    unless ``keep_interrupted=False``. An encrypted thread's items include its data
    key items: expiring it shreds its data (no key needed), and the report says so.
+   A tenant's thread holds only a reference to its tenant's key, which stays: it
+   is expired, not shredded.
 2. **Mark.** Every object referenced by the index: the checkpoint objects, the
    blobs their values use and the blobs of large pending writes.
 3. **Sweep, in two phases.** An object that nothing references is *condemned*;
@@ -59,6 +61,7 @@ from langgraph_s3.core.schema import (
     checkpoint_ref,
     is_checkpoint_item,
     is_key_item,
+    is_tenant_ref,
     is_writes_item,
     keys_of,
     parse_row,
@@ -68,7 +71,13 @@ from langgraph_s3.core.schema import (
 )
 from langgraph_s3.core.scratch import Scratch
 from langgraph_s3.core.sealed import open_writes
-from langgraph_s3.errors import DataKeyError, InvalidConfigError, MissingObjectError, ObjectError
+from langgraph_s3.errors import (
+    AccessDeniedError,
+    DataKeyError,
+    InvalidConfigError,
+    MissingObjectError,
+    ObjectError,
+)
 from langgraph_s3.keys import THREAD_OBJECT, decode_segment
 from langgraph_s3.operations import Flow, S3Put
 
@@ -211,7 +220,9 @@ def _expired(
         run.report.threads_kept_interrupted.append(thread_id)
         return False
     run.report.threads_expired.append(thread_id)
-    if any(is_key_item(i) for i in items):
+    # Only a thread's own data key versions shred it; a tenant thread holds a
+    # reference to its tenant's key (which stays), so its data is merely expired.
+    if any(is_key_item(i) and not is_tenant_ref(i) for i in items):
         run.report.threads_shredded.append(thread_id)
     return True
 
@@ -233,7 +244,7 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
         else:
             # With encryption the collector opens bodies, records and chunk lists to
             # find what they reference: it needs the thread's key. A key it cannot
-            # load (refused, access denied) protects the thread's folder.
+            # load (refused, or KMS denies its use) protects the thread's folder.
             thread_id = thread_id_of(run.core.layout, items)
             reason = yield from _unopened(run, thread_id, items)
             if reason is not None:
@@ -269,6 +280,13 @@ def _unopened(run: _Run, thread_id: str, items: list[dict[str, Any]]) -> Flow[st
     try:
         key = yield from thread_key(run.core, thread_id)
     except DataKeyError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    except AccessDeniedError as exc:
+        # KMS may refuse one thread's key (a key policy, a grant, an encryption
+        # context condition): that protects the thread only. Denied S3 or DynamoDB
+        # access concerns the whole run, which stops.
+        if not exc.action.startswith("kms:"):
+            raise
         return f"{type(exc).__name__}: {exc}"
     if key is None and any(is_checkpoint_item(i) or is_writes_item(i) for i in items):
         # Writers create a thread's key before its first object: a thread without

@@ -116,6 +116,8 @@ class Encryption:
     #: finds one waits for it (``WaitKey``) instead of loading the same key again.
     loading: dict[str, Future[bool]] = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: The (bucket, table) of the savers it serves (:meth:`bind`); None until the first.
+    storage: tuple[str, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def claim(self, folder: str) -> tuple[Future[bool], bool]:
         """The load in progress for ``folder`` and False, or a new one and True (the
@@ -144,6 +146,28 @@ class Encryption:
             raise InvalidConfigError(
                 "tenant_of must be a function of a thread id returning its tenant id (or "
                 f"None), got {type(self.tenant_of).__name__}"
+            )
+
+    def bind(self, bucket: str, table: str) -> None:
+        """Serve savers of ``bucket`` and ``table`` only (any prefix).
+
+        Loaded keys are cached by thread folder, which names a thread within one
+        bucket and table only: two storages sharing this cache would open (and seal)
+        one's threads with the other's keys.
+
+        Raises:
+            InvalidConfigError: It already serves another bucket or table.
+        """
+        with self._lock:
+            if self.storage is None:
+                self.storage = (bucket, table)
+        if self.storage != (bucket, table):
+            raise InvalidConfigError(
+                f"this Encryption already serves bucket {self.storage[0]!r} and table "
+                f"{self.storage[1]!r}; a saver of bucket {bucket!r} and table {table!r} "
+                "cannot share it (its key cache would mix the two storages' thread "
+                "keys). Pass the key ring itself (encryption=ring: each saver makes its "
+                "own Encryption), or a new Encryption(ring, ...) per bucket and table"
             )
 
     def tenant(self, thread_id: str) -> str | None:

@@ -130,6 +130,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.cross_region = cross_region
         #: Client-side encryption (``core/sealed.py``); None: nothing is sealed.
         self.encryption = as_encryption(encryption)
+        if self.encryption is not None:
+            self.encryption.bind(bucket, table)
         self.caches = Caches(cache_bytes, cache_ttl)
         #: LangGraph hands a new value to the saver twice at once (the task's pending
         #: write and the next checkpoint): the second upload waits for the first.

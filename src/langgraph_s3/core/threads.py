@@ -22,7 +22,7 @@ from langgraph_s3.core.objects import delete_objects, list_keys, object_key, rea
 from langgraph_s3.core.paging import delete_items, put_items, read_all, thread_items
 from langgraph_s3.core.reseal import copied_item, copy_sealed
 from langgraph_s3.core.schema import PK, Row, pk_of, s
-from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
+from langgraph_s3.errors import InvalidConfigError, KeyVersionError, ThreadExistsError
 from langgraph_s3.operations import Flow, S3Copy, perform, perform_all
 
 if TYPE_CHECKING:
@@ -107,7 +107,13 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     dst = thread_value(target_thread_id)
     if src == dst:
         raise InvalidConfigError("copy_thread needs two different thread ids")
-    existing = yield from perform(Query(core.table, core.layout.pk(dst), limit=1))
+    # Checkpoint and writes items only: a copy that failed part way has left the
+    # target's data key item (created before anything is sealed for it) and maybe
+    # objects, but nothing visible; retrying it reuses that key and goes on.
+    first = Query(
+        core.table, core.layout.pk(dst), prefix=core.layout.checkpoints_sk_prefix(), limit=1
+    )
+    existing = yield from perform(replace(first, keys_only=True))
     if existing.items:
         raise ThreadExistsError(
             f"thread {dst!r} already has checkpoints; delete it first or copy to a new id"
@@ -125,7 +131,15 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     ]
     if core.encryption is not None:
         # Everything is bound to its thread: re-sealed for the target (core/reseal.py).
-        new_items = yield from copy_sealed(core, src, dst, items)
+        try:
+            new_items = yield from copy_sealed(core, src, dst, items)
+        except KeyVersionError as exc:
+            if not exc.newer:
+                raise
+            # The source was re-encrypted since this saver loaded its keys (they are
+            # marked stale now): read it again, under its new key, as reads do.
+            items = yield from thread_items(core, src)
+            new_items = yield from copy_sealed(core, src, dst, items)
         yield from put_items(core, new_items)
         yield from put_items(core, heads)
         return
