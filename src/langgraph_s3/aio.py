@@ -362,17 +362,9 @@ class AsyncS3Saver(Driver):
         await self.run(delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
 
     async def adelete_tenant(self, tenant_id: str) -> int:
-        """Erase a tenant: its threads, then its data key (see ``S3Saver.delete_tenant``).
-
-        Args:
-            tenant_id: The tenant, as ``tenant_of`` names it.
-
-        Returns:
-            How many threads it deleted.
-
-        Raises:
-            InvalidConfigError: ``tenant_id`` is not a non-empty string.
-        """
+        """Erase a tenant: its threads, then its data key (see ``S3Saver.delete_tenant``,
+        which has the same argument, result and errors: the number of threads deleted;
+        ``InvalidConfigError`` for a tenant id that is not a non-empty string)."""
         erased = await self.run(shred_tenant(self, tenant_id), Call("delete_tenant"))
         return len(erased.threads)
 
