@@ -190,6 +190,12 @@ CASES: dict[str, Case] = {
         ["PostgreSQL at 127.0.0.1:9", "--from"]),
     "migrate from an unknown scheme": lambda w: (
         ["--url", w.url(), "migrate", "--from", "ftp://x"], 2, ["sqlite:///"]),
+    "a KMS alias as --kms-key": lambda w: (["--url", w.url(), "--kms-key", "alias/app",
+                                            "show", "t1"], 2, ["alias"]),
+    "rekey to a KMS alias": lambda w: (["--url", w.url(), "rekey", "--kms-key", "alias/app"],
+                                       2, ["alias"]),
+    "delete-tenant with an empty id": lambda w: (["--url", w.url(), "delete-tenant", "",
+                                                  "--yes"], 2, ["tenant"]),
     "encrypted thread without --serde": lambda w: (["--url", w.url(), "show", "secret"], 2,
                                                    ["--serde", "UndecodableValueError"]),
     "encrypted thread, wrong key": lambda w: (
