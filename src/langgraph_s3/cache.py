@@ -22,6 +22,10 @@ class LRU(Generic[K, V]):
     ``ttl`` bounds how long an entry is trusted: the saver uses it for what it
     *knows exists* in the bucket, because garbage collection may remove an object
     that no checkpoint references any more (see docs/retention.md).
+
+    ``group`` names the group of a key (the saver: its thread), so that
+    :meth:`discard_group` drops one thread's entries in time proportional to their
+    number, not to the whole cache's: a saver asks for it on every new thread.
     """
 
     def __init__(
@@ -31,8 +35,11 @@ class LRU(Generic[K, V]):
         *,
         ttl: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        group: Callable[[K], Hashable] | None = None,
     ) -> None:
         self._data: OrderedDict[K, tuple[V, int, float]] = OrderedDict()
+        self._group = group
+        self._groups: dict[Hashable, set[K]] = {}
         self._max_entries = max_entries
         self._max_bytes = max_bytes
         self._ttl = ttl
@@ -47,7 +54,7 @@ class LRU(Generic[K, V]):
         if hit is None:
             return None
         if self._ttl is not None and self._clock() - hit[2] > self._ttl:
-            self._bytes -= self._data.pop(key)[1]
+            self._remove(key)
             return None
         return hit
 
@@ -70,26 +77,43 @@ class LRU(Generic[K, V]):
         if self._max_bytes is not None and size > self._max_bytes:
             return
         with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
+            self._remove(key)
             self._data[key] = (value, size, self._clock())
             self._bytes += size
+            if self._group is not None:
+                self._groups.setdefault(self._group(key), set()).add(key)
             while len(self._data) > self._max_entries or (
                 self._max_bytes is not None and self._bytes > self._max_bytes
             ):
-                _, (_, evicted, _) = self._data.popitem(last=False)
-                self._bytes -= evicted
+                self._remove(next(iter(self._data)))
 
     def pop(self, key: K) -> None:
         """Forget ``key`` (no error if it is not cached)."""
         with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
+            self._remove(key)
 
     def discard(self, predicate: Callable[[K], bool]) -> None:
-        """Drop every key for which ``predicate`` is true (after a thread is deleted)."""
+        """Drop every key for which ``predicate`` is true."""
         with self._lock:
             for key in [k for k in self._data if predicate(k)]:
-                self._bytes -= self._data.pop(key)[1]
+                self._remove(key)
+
+    def discard_group(self, group: Hashable) -> bool:
+        """Drop every key of ``group`` (needs ``group=``); True if there was one."""
+        with self._lock:
+            keys = list(self._groups.get(group, ()))
+            for key in keys:
+                self._remove(key)
+            return bool(keys)
+
+    def _remove(self, key: K) -> None:
+        old = self._data.pop(key, None)
+        if old is None:
+            return
+        self._bytes -= old[1]
+        if self._group is not None:
+            group = self._group(key)
+            members = self._groups[group]
+            members.discard(key)
+            if not members:
+                del self._groups[group]

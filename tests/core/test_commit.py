@@ -353,7 +353,8 @@ def test_only_versions_with_a_random_tail_name_a_cached_value(
     # entry cached for it (x did not move); integer versions (a thread migrated from
     # DynamoDBSaver) repeat across forks and must be encoded afresh.
     core = make_core()
-    store(config(), checkpoint("c01", {"x": "fork one"}, {"x": version}), core=core)
+    parent = config(cid="c00")
+    store(parent, checkpoint("c01", {"x": "fork one"}, {"x": version}), core=core)
     fork = checkpoint("c02", {"x": "fork two"}, {"x": version})
-    second = store(config(), fork, new_versions={}, core=core)
+    second = store(parent, fork, new_versions={}, core=core)
     assert stored_value(core, second.item, "x") == second_value

@@ -8,6 +8,7 @@ blob and a second copy of the same content are caught.
 from __future__ import annotations
 
 import os
+import weakref
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -113,10 +114,22 @@ def manual_checkpoint(values: dict[str, Any], version: str) -> Checkpoint:
     return cp
 
 
+#: per saver, the last checkpoint it put per thread: the parent of its next one, as in
+#: a LangGraph run (a checkpoint without parent starts a thread, and makes the saver
+#: forget what it knew of the thread: docs/retention.md)
+_LAST: weakref.WeakKeyDictionary[S3Saver, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
 def put_values(saver: S3Saver, thread_id: str, values: dict[str, Any], version: str) -> str:
-    """Put a checkpoint whose every channel is new at ``version``; return its id."""
+    """Put a checkpoint whose every channel is new at ``version``, after the one this
+    saver put last on the thread; return its id."""
     cp = manual_checkpoint(values, version)
-    saver.put(cfg(thread_id), cp, {"source": "loop", "step": 0}, dict(cp["channel_versions"]))
+    config = cfg(thread_id)
+    last = _LAST.setdefault(saver, {})
+    if thread_id in last:
+        config["configurable"]["checkpoint_id"] = last[thread_id]
+    saver.put(config, cp, {"source": "loop", "step": 0}, dict(cp["channel_versions"]))
+    last[thread_id] = cp["id"]
     return cp["id"]
 
 

@@ -65,3 +65,33 @@ def test_pop_and_discard_free_their_bytes() -> None:
     cache.put("t4/a", b"4444", 4)
     assert cache.get("t2/a") is None
     assert cache.get("t3/a") == b"3333" and cache.get("t4/a") == b"4444"
+
+
+def folder(key: str) -> str:
+    return key.split("/", 1)[0]
+
+
+def test_a_group_is_dropped_alone_and_its_bytes_freed() -> None:
+    cache: LRU[str, bytes] = LRU(100, max_bytes=12, group=folder)
+    for key in ("t1/a", "t1/b", "t2/a"):
+        cache.put(key, b"1111", 4)
+    assert cache.discard_group("t1") is True
+    assert cache.get("t1/a") is None and cache.get("t1/b") is None
+    cache.put("t3/a", b"3333", 4)
+    cache.put("t3/b", b"3333", 4)  # fits only because t1's 8 bytes were freed
+    assert cache.get("t2/a") == b"1111" and cache.get("t3/b") == b"3333"
+    assert cache.discard_group("t1") is False  # nothing left to drop
+    assert cache.discard_group("never-cached") is False
+
+
+def test_evicted_and_expired_entries_leave_their_group() -> None:
+    clock = Clock()
+    cache: LRU[str, bool] = LRU(2, ttl=5.0, clock=clock, group=folder)
+    cache.put("t1/a", True)
+    cache.put("t2/a", True)
+    cache.put("t3/a", True)  # evicts t1/a, the least recently used
+    assert cache.discard_group("t1") is False
+    clock.now = 6.0
+    assert "t2/a" not in cache  # expired, and dropped from its group on lookup
+    assert cache.discard_group("t2") is False
+    assert cache.discard_group("t3") is True  # expired but still held: dropped now

@@ -282,17 +282,17 @@ def tenant_key(core: SaverCore, tenant: str, *, create: bool = False) -> Flow[Da
 
 
 def restarted(core: SaverCore, thread_id: str) -> None:
-    """Have the next :func:`thread_key` of ``thread_id`` read its key items again: the
-    thread has no checkpoint (a read of its latest found none, or a checkpoint
-    without parent is put), so it may have been deleted by another saver since its
-    key was loaded, and a new run must not seal under the shredded key (nor name
-    blobs deleted with it). Costs nothing for a thread this saver has not loaded (a
-    new one)."""
+    """Forget what this saver knows of ``thread_id``: the thread has no checkpoint (a
+    read of its latest found none, or a checkpoint without parent is put), so another
+    saver may have deleted it since. A new run must not name blobs deleted with it
+    (which the caches vouch for), nor seal under its shredded key (the next
+    :func:`thread_key` reads the key items again). Costs nothing for a thread this
+    saver has not touched (a new one)."""
     enc = core.encryption
     folder = core.layout.thread_prefix(thread_id)
     if enc is not None and enc.keys.get(folder) is not None:
         enc.stale(folder)
-        core.caches.forget_thread(thread_id, folder)
+    core.caches.forget_thread(thread_id, folder)
 
 
 #: Loading a slot's keys: given when the load started (monotonic seconds), the keys

@@ -112,6 +112,11 @@ class Blobs:
         return max(0, min(self.stable, len(self.digests)))
 
 
+#: What makes two chunk lists the same list (``lists.identity``): the thread folder
+#: they are stored in and a digest of the chunks they name.
+ListIdentity = tuple[str, bytes]
+
+
 @dataclass(frozen=True)
 class Listed:
     """A value whose :class:`Blobs` entry is stored as a blob of its own (see the

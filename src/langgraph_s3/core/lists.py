@@ -27,6 +27,7 @@ from langgraph_s3.core.entries import (
     Entry,
     Envelope,
     Listed,
+    ListIdentity,
     Span,
     entry_from_wire,
 )
@@ -73,10 +74,10 @@ def content(blobs: Blobs) -> bytes:
     return codec.pack(blobs.wire())
 
 
-def identity(folder: str, blobs: Blobs) -> bytes:
+def identity(folder: str, blobs: Blobs) -> ListIdentity:
     """What makes two chunk lists the same list: the thread folder they are stored in
     (a list names packs of its own folder) and the chunks, not where they are."""
-    return codec.digest_bytes(codec.pack([folder, replace(blobs, spans=None).wire()]))
+    return folder, codec.digest_bytes(codec.pack(replace(blobs, spans=None).wire()))
 
 
 def ref(core: SaverCore, thread_id: str, entry: Listed) -> ChunkRef:

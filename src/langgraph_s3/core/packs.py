@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from langgraph_s3 import codec
 from langgraph_s3.core import lists
-from langgraph_s3.core.entries import PENDING, Blobs, ChunkRef, Entry, Listed, Span
+from langgraph_s3.core.entries import PENDING, Blobs, ChunkRef, Entry, Listed, ListIdentity, Span
 from langgraph_s3.core.sealed import blob_frame, namer
 from langgraph_s3.core.uploads import Placement, Shares
 from langgraph_s3.keys import Layout
@@ -89,8 +89,8 @@ def seal(
     by_ident = {idents[id(blobs)]: blobs for blobs in todo}
 
     def place(
-        fresh: dict[str, bytes], where: dict[str, Span | None], wanted: list[bytes]
-    ) -> tuple[Placement, dict[bytes, tuple[str, Listed]]]:
+        fresh: dict[str, bytes], where: dict[str, Span | None], wanted: list[ListIdentity]
+    ) -> tuple[Placement, dict[ListIdentity, tuple[str, Listed]]]:
         placing = _Placing(core, thread_id, [(i, by_ident[i]) for i in wanted], where)
         return placing.place(fresh), placing.made
 
@@ -106,11 +106,11 @@ class _Placing:
     core: SaverCore
     thread_id: str
     #: the chunk lists to build: (identity, entry)
-    todo: Sequence[tuple[bytes, Blobs]]
+    todo: Sequence[tuple[ListIdentity, Blobs]]
     #: chunk key -> where it is, for the chunks placed so far
     where: dict[str, Span | None]
     #: per list identity, its chunk key and entry
-    made: dict[bytes, tuple[str, Listed]] = field(default_factory=dict)
+    made: dict[ListIdentity, tuple[str, Listed]] = field(default_factory=dict)
 
     def name(self, data: bytes) -> bytes:
         """The name of a chunk list (SHA-256, or keyed with encryption)."""
@@ -149,7 +149,7 @@ class _Placing:
             offsets[key] = offset
             offset += len(frame)
         own = {k: Span(lists.SELF, offsets[k], len(f)) for k, f in frames.items()}
-        listed: list[tuple[bytes, str, bytes, bytes, Blobs]] = []
+        listed: list[tuple[ListIdentity, str, bytes, bytes, Blobs]] = []
         for ident, blobs in todo:
             inner = self._resolve(blobs, {**self.where, **own})
             data = lists.content(inner)
@@ -171,7 +171,7 @@ class _Placing:
             self.made[ident] = (key, entry)
         return {self.core.layout.pack_key(self.thread_id, pack.hex()): (body, spans)}
 
-    def _loose_list(self, ident: bytes, blobs: Blobs) -> Placement:
+    def _loose_list(self, ident: ListIdentity, blobs: Blobs) -> Placement:
         inner = self._resolve(blobs, self.where)
         data = lists.content(inner)
         digest = self.name(data)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -21,7 +21,7 @@ from langgraph_s3.core.config import (
     INDEX_INLINE_LIMIT,
     check_settings,
 )
-from langgraph_s3.core.entries import Blobs, Entry, Listed, Span
+from langgraph_s3.core.entries import Blobs, Entry, Listed, ListIdentity, Span
 from langgraph_s3.core.sealed import Encryption, KeyRing, as_encryption
 from langgraph_s3.core.uploads import SharedUploads
 from langgraph_s3.errors import InvalidConfigError
@@ -34,26 +34,41 @@ class Caches:
     are trusted for ``ttl`` seconds only (garbage collection's grace period must be
     longer; see docs/retention.md)."""
 
-    def __init__(self, cache_bytes: int, ttl: float) -> None:
+    def __init__(self, cache_bytes: int, ttl: float, prefix: str) -> None:
+        # Every entry is grouped by its thread (the thread id, or the thread's folder
+        # for object keys), so forget_thread costs what the thread has cached.
+        def folder(key: str) -> str:
+            return key[: key.find("/", len(prefix)) + 1] or key
+
+        def first(key: tuple[Hashable, ...]) -> Hashable:
+            return key[0]
+
         #: (thread, ns, channel, version) -> value entry; lets put() skip serializing
         #: channels whose version did not move.
-        self.entries: LRU[tuple[str, str, str, str], Entry] = LRU(50_000, cache_bytes, ttl=ttl)
+        self.entries: LRU[tuple[str, str, str, str], Entry] = LRU(
+            50_000, cache_bytes, ttl=ttl, group=first
+        )
         #: object key -> content: blob payloads and checkpoint bodies. Both are
         #: immutable (named by their digest), so never stale.
-        self.objects: LRU[str, bytes] = LRU(100_000, cache_bytes)
+        self.objects: LRU[str, bytes] = LRU(100_000, cache_bytes, group=folder)
         #: chunk keys known to exist, so put() does not upload them again: True for
         #: a loose blob, its Span for a chunk in a pack (where an entry finds it).
-        self.known_blobs: LRU[str, Span | bool] = LRU(200_000, ttl=ttl)
-        #: chunk list identity (``lists.identity``) -> the list, stored with every chunk
-        #: it names: a call that builds the same list again references it.
-        self.known_lists: LRU[bytes, Listed] = LRU(10_000, cache_bytes, ttl=ttl)
+        self.known_blobs: LRU[str, Span | bool] = LRU(200_000, ttl=ttl, group=folder)
+        #: chunk list identity (``lists.identity``: thread folder, digest) -> the list,
+        #: stored with every chunk it names: a call that builds the same list again
+        #: references it.
+        self.known_lists: LRU[ListIdentity, Listed] = LRU(10_000, cache_bytes, ttl=ttl, group=first)
         #: (thread, ns, channel) -> the blob entry of the channel's latest version this
         #: saver wrote or read: the next version usually extends it (a message list),
         #: so its blobs are re-used after verification.
-        self.latest: LRU[tuple[str, str, str], Blobs] = LRU(50_000, cache_bytes, ttl=ttl)
+        self.latest: LRU[tuple[str, str, str], Blobs] = LRU(
+            50_000, cache_bytes, ttl=ttl, group=first
+        )
         #: (thread, serializer type, SHA-256 of the serialized value) -> the entry it
         #: was stored as: a task's write and the next checkpoint hold the same value.
-        self.values: LRU[tuple[str, str, bytes], Entry] = LRU(10_000, cache_bytes, ttl=ttl)
+        self.values: LRU[tuple[str, str, bytes], Entry] = LRU(
+            10_000, cache_bytes, ttl=ttl, group=first
+        )
 
     def hits(self) -> int:
         """Lookups answered from memory so far, over every cache (for tracing)."""
@@ -67,14 +82,19 @@ class Caches:
         )
         return sum(c.hits for c in caches)
 
-    def forget_thread(self, thread_id: str, prefix: str) -> None:
-        """Drop everything about a thread (whose objects live under ``prefix``)."""
-        self.objects.discard(lambda k: k.startswith(prefix))
-        self.known_blobs.discard(lambda k: k.startswith(prefix))
-        self.entries.discard(lambda k: k[0] == thread_id)
-        self.latest.discard(lambda k: k[0] == thread_id)
-        self.values.discard(lambda k: k[0] == thread_id)
-        self.known_lists.discard(lambda _: True)  # keyed by identity, not by thread
+    def forget_thread(self, thread_id: str, folder: str) -> bool:
+        """Drop everything about a thread (whose objects live under ``folder``); True
+        if anything was cached. Costs what the thread has cached, nothing for a
+        thread this saver never touched."""
+        found = [
+            self.objects.discard_group(folder),
+            self.known_blobs.discard_group(folder),
+            self.known_lists.discard_group(folder),
+            self.entries.discard_group(thread_id),
+            self.latest.discard_group(thread_id),
+            self.values.discard_group(thread_id),
+        ]
+        return any(found)
 
 
 class SaverCore(BaseCheckpointSaver[str]):
@@ -132,7 +152,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.encryption = as_encryption(encryption)
         if self.encryption is not None:
             self.encryption.bind(bucket, table)
-        self.caches = Caches(cache_bytes, cache_ttl)
+        self.caches = Caches(cache_bytes, cache_ttl, self.layout.prefix)
         #: LangGraph hands a new value to the saver twice at once (the task's pending
         #: write and the next checkpoint): the second upload waits for the first.
         self.uploads = SharedUploads()

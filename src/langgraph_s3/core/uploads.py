@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from langgraph_s3.core.entries import Listed, Span
+from langgraph_s3.core.entries import Listed, ListIdentity, Span
 
 #: What a flow's own chunks became: object key -> (its body, the chunk keys in it and
 #: where each is in it; None for a loose blob).
@@ -28,8 +28,8 @@ Placement = dict[str, tuple[bytes, dict[str, Span | None]]]
 #: lists not being uploaded already (by identity): objects, and per list identity
 #: its chunk key and entry.
 Place = Callable[
-    [dict[str, bytes], dict[str, Span | None], list[bytes]],
-    tuple[Placement, dict[bytes, tuple[str, Listed]]],
+    [dict[str, bytes], dict[str, Span | None], list[ListIdentity]],
+    tuple[Placement, dict[ListIdentity, tuple[str, Listed]]],
 ]
 
 
@@ -48,9 +48,9 @@ class Shares:
     #: chunk key -> the future of another flow's upload carrying it
     waits: dict[str, Future[bool]] = field(default_factory=dict)
     #: chunk list identity -> the list, made by this flow or another
-    lists: dict[bytes, Listed] = field(default_factory=dict)
+    lists: dict[ListIdentity, Listed] = field(default_factory=dict)
     #: chunk list identity -> key of the object of this flow that carries it
-    carried: dict[bytes, str] = field(default_factory=dict)
+    carried: dict[ListIdentity, str] = field(default_factory=dict)
 
 
 class SharedUploads:
@@ -61,7 +61,9 @@ class SharedUploads:
         self._inflight: dict[str, tuple[Future[bool], Span | None]] = {}
         #: chunk list identity -> the upload carrying it, its chunk key, the list, and
         #: the other uploads its maker waits for that carry chunks the list names
-        self._lists: dict[bytes, tuple[Future[bool], str, Listed, dict[str, Future[bool]]]] = {}
+        self._lists: dict[
+            ListIdentity, tuple[Future[bool], str, Listed, dict[str, Future[bool]]]
+        ] = {}
         self._lock = threading.Lock()
 
     def share(
@@ -69,8 +71,8 @@ class SharedUploads:
         chunks: Mapping[str, bytes],
         known: Callable[[str], Span | bool | None],
         place: Place,
-        lists: Iterable[bytes] = (),
-        known_list: Callable[[bytes], Listed | None] = lambda _: None,
+        lists: Iterable[ListIdentity] = (),
+        known_list: Callable[[ListIdentity], Listed | None] = lambda _: None,
     ) -> Shares:
         """Split a flow's new chunks (chunk key -> framed chunk) and chunk lists (by
         identity): those another flow is uploading (wait for it), chunks known to
@@ -126,7 +128,7 @@ class SharedUploads:
         shares: Shares,
         uploaded: Callable[[str], None],
         failed: Callable[[str], None],
-        stored_list: Callable[[bytes, Listed], None] = lambda _i, _l: None,
+        stored_list: Callable[[ListIdentity, Listed], None] = lambda _i, _l: None,
     ) -> None:
         """End this flow's uploads, calling ``uploaded`` or ``failed`` for each chunk,
         and ``stored_list`` for each chunk list that is stored with every chunk it names.
