@@ -157,6 +157,7 @@ def test_the_previous_key_is_for_this_prefix_contexts_only(
     rotation: Rotation, what: str, context: dict[str, str]
 ) -> None:
     runtime = [rotation.rotating.policies["PolicyArn"]]
+    assert allowed(runtime, rotation.decrypt_old())
     assert not allowed(runtime, with_context(rotation.decrypt_old(), context)), what
 
 
