@@ -16,6 +16,7 @@ checked as it was sent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass, replace
@@ -51,13 +52,17 @@ class Deployed:
 
 def deploy(name: str, replica_bucket: str, parameters: dict[str, str]) -> Deployed:
     cfn = boto3.client("cloudformation", region_name=HOME)
-    given = {"Prefix": PREFIX, "ReplicaRegion": REPLICA,
-             "ReplicaBucketArn": f"arn:aws:s3:::{replica_bucket}"}  # fmt: skip
+    given = {
+        "Prefix": PREFIX,
+        "ReplicaRegion": REPLICA,
+        "ReplicaBucketArn": f"arn:aws:s3:::{replica_bucket}",
+    }
     cfn.create_stack(
         StackName=name,
         TemplateBody=TEMPLATE.read_text(),
-        Parameters=[{"ParameterKey": k, "ParameterValue": v}
-                    for k, v in {**given, **parameters}.items()],  # fmt: skip
+        Parameters=[
+            {"ParameterKey": k, "ParameterValue": v} for k, v in {**given, **parameters}.items()
+        ],
         Capabilities=["CAPABILITY_IAM"],
     )
     desc = cfn.describe_stacks(StackName=name)["Stacks"][0]
@@ -105,21 +110,26 @@ def use_region(name: str, bucket: str, new: str, old: str) -> Region:
             if record:
                 recorder.attach(client)
         return S3Saver(
-            bucket=bucket, table=TABLE, prefix=PREFIX, index_inline_limit=0, encryption=ring,
-            s3_client=clients["s3"], dynamodb_client=clients["dynamodb"], kms_client=clients["kms"],
-        )  # fmt: skip
+            bucket=bucket,
+            table=TABLE,
+            prefix=PREFIX,
+            index_inline_limit=0,
+            encryption=ring,
+            s3_client=clients["s3"],
+            dynamodb_client=clients["dynamodb"],
+            kms_client=clients["kms"],
+        )
 
     before = saver(KmsKeyRing(old), record=False)
     before.setup()  # the bucket exists; the table stands for the global table's replica
     before.run(datakeys.key_for(before, KmsKeyRing(old), KeyScope.thread("t-old")))
-    during = saver(KmsKeyRing(new, previous=[old]), record=True)
+    ring = KmsKeyRing(new, previous=[old])
+    during = saver(ring, record=True)
     put_big(during, "t-new")
     assert during.get_tuple({"configurable": {"thread_id": "t-new"}}) is not None
-    try:
-        during.run(datakeys.key_for(during, KmsKeyRing(new, previous=[old]),
-                                    KeyScope.thread("t-old")))  # fmt: skip
-    except AccessDeniedError:
-        pass  # moto cannot decrypt under multi-Region keys; the request was recorded
+    # moto cannot decrypt under multi-Region keys: the request is recorded, then refused.
+    with contextlib.suppress(AccessDeniedError):
+        during.run(datakeys.key_for(during, ring, KeyScope.thread("t-old")))
     account = boto3.client("sts", region_name=name).get_caller_identity()["Account"]
     arns = Arns(name, account)
     requests = [
@@ -153,9 +163,14 @@ def stacks(aws: None) -> Stacks:
     boto3.client("s3", region_name=REPLICA).create_bucket(
         Bucket=replica_bucket, CreateBucketConfiguration={"LocationConstraint": REPLICA}
     )
-    keyed = deploy("mr-keyed", replica_bucket, {
-        "ClientSideKeyArn": new["Arn"], "PreviousClientSideKeyArn": old["Arn"],
-    })  # fmt: skip
+    keyed = deploy(
+        "mr-keyed",
+        replica_bucket,
+        {
+            "ClientSideKeyArn": new["Arn"],
+            "PreviousClientSideKeyArn": old["Arn"],
+        },
+    )
     switched = deploy("mr-switched", replica_bucket, {"ClientSideKeyArn": new["Arn"]})
     plain = deploy("mr-plain", replica_bucket, {})
     # Each region's savers use the keys' ARNs in that region: the home ARNs at home,
@@ -163,8 +178,12 @@ def stacks(aws: None) -> Stacks:
     out = keyed.outputs
     regions = [
         use_region(HOME, out["BucketName"], new["Arn"], old["Arn"]),
-        use_region(REPLICA, replica_bucket, out["ReplicaClientSideKeyArn"],
-                   out["ReplicaPreviousClientSideKeyArn"]),  # fmt: skip
+        use_region(
+            REPLICA,
+            replica_bucket,
+            out["ReplicaClientSideKeyArn"],
+            out["ReplicaPreviousClientSideKeyArn"],
+        ),
     ]
     return Stacks(keyed, switched, plain, replicas, regions)
 
@@ -178,9 +197,7 @@ def test_the_outputs_name_the_replica_keys_kms_made(stacks: Stacks) -> None:
 
 
 @pytest.mark.parametrize("region", [0, 1], ids=[HOME, REPLICA])
-def test_each_region_saver_is_allowed_every_call_in_the_window(
-    stacks: Stacks, region: int
-) -> None:
+def test_each_region_saver_is_allowed_every_call_in_the_window(stacks: Stacks, region: int) -> None:
     used = stacks.regions[region]
     assert len(used.requests) > 5
     for request in used.requests:

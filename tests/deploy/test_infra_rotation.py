@@ -58,10 +58,15 @@ def sealed(stack: Stack, ring: Any, recorder: Recorder | None = None) -> Any:
         if recorder is not None:
             recorder.attach(client)
     return S3Saver(
-        bucket=stack.bucket, table=stack.table, prefix=stack.prefix, index_inline_limit=0,
-        s3_client=clients["s3"], dynamodb_client=clients["dynamodb"],
-        kms_client=clients["kms"], encryption=ring,
-    )  # fmt: skip
+        bucket=stack.bucket,
+        table=stack.table,
+        prefix=stack.prefix,
+        index_inline_limit=0,
+        s3_client=clients["s3"],
+        dynamodb_client=clients["dynamodb"],
+        kms_client=clients["kms"],
+        encryption=ring,
+    )
 
 
 def config(thread: str) -> Any:
@@ -131,9 +136,11 @@ def test_without_the_previous_key_old_data_keys_cannot_be_opened(rotation: Rotat
         assert allowed(switched, request) == (request.resource != rotation.old), request
     # A saver configured with NEW alone refuses the thread before asking KMS.
     recorder = Recorder()
-    with sealed(rotation.rotating, KmsKeyRing(rotation.new), recorder) as saver:
-        with pytest.raises(UnknownKeyError, match="add it to previous="):
-            saver.get_tuple(config("t-old"))
+    with (
+        sealed(rotation.rotating, KmsKeyRing(rotation.new), recorder) as saver,
+        pytest.raises(UnknownKeyError, match="add it to previous="),
+    ):
+        saver.get_tuple(config("t-old"))
     assert not [call for call in recorder.calls if call[0] == "kms"]
 
 
@@ -243,9 +250,14 @@ def run_collector(env: dict[str, str], recorder: Recorder) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def collector(rotation: Rotation) -> CollectorRotation:
-    deploy_collector("gc-rotating", rotation.rotating, {
-        "ClientSideKeyArn": rotation.new, "PreviousClientSideKeyArn": rotation.old,
-    })  # fmt: skip
+    deploy_collector(
+        "gc-rotating",
+        rotation.rotating,
+        {
+            "ClientSideKeyArn": rotation.new,
+            "PreviousClientSideKeyArn": rotation.old,
+        },
+    )
     deploy_collector("gc-switched", rotation.switched, {"ClientSideKeyArn": rotation.new})
     recorder = Recorder()
     env = _environment("gc-rotating")
@@ -301,15 +313,14 @@ def test_a_collector_without_the_previous_key_protects_old_threads(
 
 # ------------------------------------------------------------- the Lambda example
 @pytest.fixture
-def example(
-    rotation: Rotation, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Any]:
+def example(rotation: Rotation, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Load a fresh container of the example with the template's environment for the
     given parameters (the ledger table is not deployed here)."""
 
     def container(parameters: dict[str, str], recorder: Recorder | None = None) -> Any:
-        env = function_environment(LAMBDA_TEMPLATE, "ApprovalFunction", rotation.rotating,
-                                   parameters)  # fmt: skip
+        env = function_environment(
+            LAMBDA_TEMPLATE, "ApprovalFunction", rotation.rotating, parameters
+        )
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         monkeypatch.delenv("ACTIONS_TABLE", raising=False)
@@ -335,8 +346,12 @@ def test_the_example_decides_a_thread_sealed_under_the_previous_key(
     from langgraph_s3 import UnknownKeyError
 
     # Started before the rotation, with OLD as the only key.
-    code, started = http(example({"ClientSideKeyArn": rotation.old}), "POST", "/threads",
-                         {"request": "refund order R-1"})  # fmt: skip
+    code, started = http(
+        example({"ClientSideKeyArn": rotation.old}),
+        "POST",
+        "/threads",
+        {"request": "refund order R-1"},
+    )
     assert code == 201, started
     thread = started["thread_id"]
     # A container of the stack deployed without the previous key cannot open it.
@@ -345,8 +360,9 @@ def test_the_example_decides_a_thread_sealed_under_the_previous_key(
         http(plain, "GET", f"/threads/{thread}")
     # Deployed with PreviousClientSideKeyArn: decided, every call under PolicyArn.
     recorder = Recorder()
-    during = example({"ClientSideKeyArn": rotation.new, "PreviousClientSideKeyArn": rotation.old},
-                     recorder)  # fmt: skip
+    during = example(
+        {"ClientSideKeyArn": rotation.new, "PreviousClientSideKeyArn": rotation.old}, recorder
+    )
     code, decided = http(during, "POST", f"/threads/{thread}/decision", {"approve": True})
     assert (code, decided["status"]) == (200, "completed"), decided
     traffic = KeyTraffic(rotation.rotating, rotation.new, recorder)
@@ -376,8 +392,11 @@ def refused(template: Path, parameters: dict[str, str]) -> list[str]:
     out = []
     for rule in load_template(template).get("Rules", {}).values():
         if _holds(rule.get("RuleCondition", True), parameters):
-            out += [a["AssertDescription"] for a in rule["Assertions"]
-                    if not _holds(a["Assert"], parameters)]  # fmt: skip
+            out += [
+                a["AssertDescription"]
+                for a in rule["Assertions"]
+                if not _holds(a["Assert"], parameters)
+            ]
     return out
 
 
@@ -396,3 +415,23 @@ def test_a_previous_key_without_a_current_key_is_refused(template: Path) -> None
     assert refused(template, {"ClientSideKeyArn": KEY, "PreviousClientSideKeyArn": KEY}) == [
         "PreviousClientSideKeyArn must differ from ClientSideKeyArn"
     ]
+
+
+def test_the_example_reads_the_previous_key_from_its_environment(
+    rotation: Rotation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langgraph_s3 import InvalidConfigError
+
+    settings = load_handler(monkeypatch).storage_settings
+    where = {"CHECKPOINT_BUCKET": "b", "CHECKPOINT_TABLE": "t"}
+    keys = {"CHECKPOINT_KMS_KEY": rotation.new, "CHECKPOINT_PREVIOUS_KMS_KEY": rotation.old}
+    ring = settings({**where, **keys})["encryption"]
+    assert (ring.key_id, ring.previous) == (rotation.new, (rotation.old,))
+    unset = settings(
+        {**where, "CHECKPOINT_KMS_KEY": rotation.new, "CHECKPOINT_PREVIOUS_KMS_KEY": ""}
+    )
+    assert unset["encryption"].previous == ()
+    with pytest.raises(RuntimeError, match="needs CHECKPOINT_KMS_KEY"):
+        settings({**where, "CHECKPOINT_PREVIOUS_KMS_KEY": rotation.old})
+    with pytest.raises(InvalidConfigError, match="CHECKPOINT_PREVIOUS_KMS_KEY 'alias/old'"):
+        settings({**where, **keys, "CHECKPOINT_PREVIOUS_KMS_KEY": "alias/old"})
