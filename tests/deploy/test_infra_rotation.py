@@ -32,7 +32,6 @@ from tests.deploy.test_infra import (
     Recorder,
     RolePolicies,
     Stack,
-    aws,
     deploy,
     deploy_collector,
     function_environment,
@@ -42,7 +41,14 @@ from tests.deploy.test_infra import (
     policy_documents,
     role_policies,
 )
-from tests.deploy.test_infra_keys import GC, OTHER_CONTEXTS, KeyTraffic
+from tests.deploy.test_infra_keys import (
+    GC,
+    OTHER_CONTEXTS,
+    KeyTraffic,
+    aws,
+    collector_environment,
+    run_collector,
+)
 
 __all__ = ["aws"]  # the module's moto fixture, shared with test_infra.py
 
@@ -224,30 +230,6 @@ class CollectorRotation:
     report: dict[str, Any]
 
 
-def _environment(stack: str) -> dict[str, str]:
-    functions = boto3.client("lambda", region_name=REGION)
-    config = functions.get_function(FunctionName=f"{stack}-collector")["Configuration"]
-    return dict(config["Environment"]["Variables"])
-
-
-def run_collector(env: dict[str, str], recorder: Recorder) -> dict[str, Any]:
-    """``gc.lambda_handler`` with ``env`` as the function's environment."""
-    from langgraph_s3 import gc
-
-    make_client = boto3.client
-
-    def recorded_client(*args: Any, **kwargs: Any) -> Any:
-        client = make_client(*args, **kwargs)
-        recorder.attach(client)
-        return client
-
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in env.items():
-            mp.setenv(name, value)
-        mp.setattr(boto3, "client", recorded_client)  # the clients the handler makes
-        return gc.lambda_handler({}, None)
-
-
 @pytest.fixture(scope="module")
 def collector(rotation: Rotation) -> CollectorRotation:
     deploy_collector(
@@ -260,13 +242,13 @@ def collector(rotation: Rotation) -> CollectorRotation:
     )
     deploy_collector("gc-switched", rotation.switched, {"ClientSideKeyArn": rotation.new})
     recorder = Recorder()
-    env = _environment("gc-rotating")
+    env = collector_environment("gc-rotating")
     report = run_collector(env, recorder)
     return CollectorRotation(
         rotating=role_policies("gc-rotating", GC, "CollectorRole", rotation.rotating),
         switched=role_policies("gc-switched", GC, "CollectorRole", rotation.switched),
         env=env,
-        switched_env=_environment("gc-switched"),
+        switched_env=collector_environment("gc-switched"),
         traffic=KeyTraffic(rotation.rotating, rotation.new, recorder),
         report=report,
     )
@@ -417,7 +399,7 @@ def test_a_previous_key_without_a_current_key_is_refused(template: Path) -> None
     ]
 
 
-def test_the_example_reads_the_previous_key_from_its_environment(
+def test_the_example_reads_the_previous_key_from_itscollector_environment(
     rotation: Rotation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from langgraph_s3 import InvalidConfigError
