@@ -14,7 +14,7 @@ typed error (the saver, the function) or protects the thread (the collector);
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -279,7 +279,7 @@ def test_a_collector_without_the_previous_key_protects_old_threads(
     assert collector.switched_env["CHECKPOINT_PREVIOUS_KMS_KEY"] == ""
     (old,) = [r for r in collector.traffic.kms() if r.resource == rotation.old]
     assert not allowed(collector.switched.documents, old)
-    (statements,) = [p["Statement"] for p in [collector.switched.inline["data-keys"]]]
+    statements = collector.switched.inline["data-keys"]["Statement"]
     assert [s["Sid"] for s in statements] == ["OpenDataKeysOfThisPrefix", "NeverCreateDataKeys"]
     # Its function's key settings over the storage in rotation: t-old is spared.
     s3 = boto3.client("s3", region_name=REGION)
@@ -295,7 +295,7 @@ def test_a_collector_without_the_previous_key_protects_old_threads(
 
 # ------------------------------------------------------------- the Lambda example
 @pytest.fixture
-def example(rotation: Rotation, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def example(rotation: Rotation, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     """Load a fresh container of the example with the template's environment for the
     given parameters (the ledger table is not deployed here)."""
 
@@ -314,7 +314,7 @@ def example(rotation: Rotation, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any
             )
         return load_handler(monkeypatch)
 
-    yield container
+    return container
 
 
 def _attached(recorder: Recorder, client: Any) -> Any:
