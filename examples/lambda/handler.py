@@ -17,6 +17,9 @@ Configuration (environment):
 * ``CHECKPOINT_KMS_KEY``: the ARN of the KMS key of client-side encryption (the
   storage stack's ``ClientSideKeyArn``); checkpoints are then sealed with
   ``encryption=KmsKeyRing(ARN)``. Unset or empty: no client-side encryption.
+* ``CHECKPOINT_PREVIOUS_KMS_KEY``: during a rotation to another KMS key, the key
+  ``CHECKPOINT_KMS_KEY`` replaces (the storage stack's ``PreviousClientSideKeyArn``):
+  ``KmsKeyRing(ARN, previous=[PREVIOUS])`` still opens data keys wrapped under it.
 * ``ACTIONS_TABLE``: optional ledger the default executor writes each execution to.
 * ``APPROVAL_TIMEOUT_SECONDS``: how long a decision is accepted (default 7 days).
 * ``APPROVAL_AGENT_DRAFTER``: ``module:function`` replacing the default drafter.
@@ -40,8 +43,11 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
+
+if TYPE_CHECKING:
+    from langgraph_s3.sealing import KmsKeyRing
 
 DEFAULT_APPROVAL_TIMEOUT = 7 * 24 * 3600.0
 _THREAD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -93,7 +99,7 @@ def storage_settings(env: Mapping[str, str]) -> dict[str, Any]:
 
     Args:
         env: ``CHECKPOINT_URL`` or ``CHECKPOINT_BUCKET``/``CHECKPOINT_TABLE``/
-            ``CHECKPOINT_PREFIX``; ``CHECKPOINT_KMS_KEY``.
+            ``CHECKPOINT_PREFIX``; ``CHECKPOINT_KMS_KEY``, ``CHECKPOINT_PREVIOUS_KMS_KEY``.
 
     Returns:
         ``bucket``, ``table``, ``prefix``; from a URL, ``region_name`` and
@@ -113,17 +119,29 @@ def storage_settings(env: Mapping[str, str]) -> dict[str, Any]:
             )
         settings = {"bucket": bucket, "table": table, "prefix": env.get("CHECKPOINT_PREFIX", "")}
     kms_key = env.get("CHECKPOINT_KMS_KEY", "").strip()
-    if kms_key:
-        from langgraph_s3.sealing import KmsKeyRing
-        from langgraph_s3.sealing.kms import check_kms_key
-
-        if "encryption" in settings:
-            raise RuntimeError(
-                "CHECKPOINT_KMS_KEY and kms_key= in CHECKPOINT_URL: name the key once"
-            )
-        # An alias or a malformed ARN is refused here, before any request.
-        settings["encryption"] = KmsKeyRing(check_kms_key(kms_key, what="CHECKPOINT_KMS_KEY"))
+    previous = env.get("CHECKPOINT_PREVIOUS_KMS_KEY", "").strip()
+    if kms_key or previous:
+        settings["encryption"] = _key_ring(kms_key, previous, settings)
     return settings
+
+
+def _key_ring(kms_key: str, previous: str, settings: Mapping[str, Any]) -> KmsKeyRing:
+    """``CHECKPOINT_KMS_KEY`` and ``CHECKPOINT_PREVIOUS_KMS_KEY`` as a ``KmsKeyRing``."""
+    from langgraph_s3.sealing import KmsKeyRing
+    from langgraph_s3.sealing.kms import check_kms_key
+
+    if "encryption" in settings:
+        raise RuntimeError(
+            "CHECKPOINT_KMS_KEY or CHECKPOINT_PREVIOUS_KMS_KEY beside kms_key= in "
+            "CHECKPOINT_URL: name the key once"
+        )
+    if not kms_key:
+        raise RuntimeError(
+            "CHECKPOINT_PREVIOUS_KMS_KEY needs CHECKPOINT_KMS_KEY, the key that replaces it"
+        )
+    # An alias or a malformed ARN is refused here, before any request.
+    old = [check_kms_key(previous, what="CHECKPOINT_PREVIOUS_KMS_KEY")] if previous else []
+    return KmsKeyRing(check_kms_key(kms_key, what="CHECKPOINT_KMS_KEY"), previous=old)
 
 
 def _build_runtime(env: Mapping[str, str]) -> Runtime:

@@ -51,13 +51,16 @@ def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     ``CHECKPOINT_PREFIX``; ``CHECKPOINT_KMS_KEY`` (the ARN of the KMS key of
     client-side encryption: the run opens sealed threads with
     ``encryption=KmsKeyRing(ARN)``; unset or empty: no encryption), or ``kms_key=`` in
-    the connection string; ``GC_GRACE`` (default ``1h``), ``GC_IDLE_TTL`` (unset: no
+    the connection string; ``CHECKPOINT_PREVIOUS_KMS_KEY`` (during a rotation, the key
+    it replaces: ``KmsKeyRing(ARN, previous=[PREVIOUS])``; unset or empty: none);
+    ``GC_GRACE`` (default ``1h``), ``GC_IDLE_TTL`` (unset: no
     expiry), ``GC_EXPIRE_INTERRUPTED`` (``true`` to expire threads waiting on an
     interrupt), ``GC_DRY_RUN`` (``true``).
 
     Raises:
-        InvalidConfigError: ``CHECKPOINT_KMS_KEY`` is an alias or not a key ARN, or
-            names a key beside a connection string that names one.
+        InvalidConfigError: ``CHECKPOINT_KMS_KEY`` or ``CHECKPOINT_PREVIOUS_KMS_KEY`` is
+            an alias or not a key ARN, names a key beside a connection string that
+            names one, or the previous key is set without ``CHECKPOINT_KMS_KEY``.
         DamageFoundError: the run found damaged checkpoints, or threads it could not
             open (after printing its summary), so the function's Errors metric and
             its alarm fire.
@@ -78,8 +81,9 @@ def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         }
     )
     kms_key = os.environ.get("CHECKPOINT_KMS_KEY", "").strip()
-    if kms_key:
-        where["encryption"] = _key_ring(kms_key, where)
+    previous = os.environ.get("CHECKPOINT_PREVIOUS_KMS_KEY", "").strip()
+    if kms_key or previous:
+        where["encryption"] = _key_ring(kms_key, previous, where)
     ttl = os.environ.get("GC_IDLE_TTL")
     with S3Saver(**where) as saver:
         report = collect(
@@ -94,18 +98,29 @@ def lambda_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     return asdict(report)
 
 
-def _key_ring(kms_key: str, where: Mapping[str, Any]) -> KmsKeyRing:
-    """``CHECKPOINT_KMS_KEY`` as the run's key ring (checked before any request)."""
+def _key_ring(kms_key: str, previous: str, where: Mapping[str, Any]) -> KmsKeyRing:
+    """``CHECKPOINT_KMS_KEY`` (and ``CHECKPOINT_PREVIOUS_KMS_KEY``) as the run's key
+    ring, checked before any request."""
     from langgraph_s3.sealing.kms import KmsKeyRing, check_kms_key
 
     if "encryption" in where:
         # Two places naming a key would let them disagree; which one wins is a guess.
         raise InvalidConfigError(
-            "CHECKPOINT_KMS_KEY and kms_key= in CHECKPOINT_CONNECTION_STRING both name a "
-            "KMS key: name the key once (infra/gc.yaml sets CHECKPOINT_KMS_KEY from its "
-            "ClientSideKeyArn parameter)"
+            "CHECKPOINT_KMS_KEY (or CHECKPOINT_PREVIOUS_KMS_KEY) and kms_key= in "
+            "CHECKPOINT_CONNECTION_STRING both name KMS keys: name the key once, in one place "
+            "(infra/gc.yaml sets the variables from its ClientSideKeyArn and "
+            "PreviousClientSideKeyArn parameters)"
         )
-    return KmsKeyRing(check_kms_key(kms_key, what="CHECKPOINT_KMS_KEY"))
+    if not kms_key:
+        raise InvalidConfigError(
+            "CHECKPOINT_PREVIOUS_KMS_KEY is set without CHECKPOINT_KMS_KEY: set "
+            "CHECKPOINT_KMS_KEY to the key that wraps data keys now (infra/gc.yaml: "
+            "ClientSideKeyArn beside PreviousClientSideKeyArn)"
+        )
+    return KmsKeyRing(
+        check_kms_key(kms_key, what="CHECKPOINT_KMS_KEY"),
+        previous=[check_kms_key(previous, what="CHECKPOINT_PREVIOUS_KMS_KEY")] if previous else [],
+    )
 
 
 def _fail_on_damage(report: GcReport) -> None:
@@ -125,7 +140,8 @@ def _fail_on_damage(report: GcReport) -> None:
             f"(first: {first['thread_id']!r}: {first['reason']}); their objects were "
             "spared. For encrypted storage set CHECKPOINT_KMS_KEY to the key's ARN "
             "(infra/gc.yaml: ClientSideKeyArn, the storage stack's) and grant the "
-            "function kms:Decrypt on that key",
+            "function kms:Decrypt on that key; during a rotation to another key, also "
+            "CHECKPOINT_PREVIOUS_KMS_KEY to the key it replaces (PreviousClientSideKeyArn)",
             errors=[f"{p['thread_id']}: {p['reason']}" for p in report.threads_protected],
         )
 

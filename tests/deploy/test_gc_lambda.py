@@ -157,3 +157,38 @@ def test_the_key_is_named_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHECKPOINT_KMS_KEY", arn)
     with pytest.raises(InvalidConfigError, match="name the key once"):
         gc.lambda_handler({}, None)
+
+
+ARN = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"CHECKPOINT_PREVIOUS_KMS_KEY": ARN}, "set without CHECKPOINT_KMS_KEY"),
+        (
+            {"CHECKPOINT_KMS_KEY": ARN, "CHECKPOINT_PREVIOUS_KMS_KEY": "alias/old"},
+            "CHECKPOINT_PREVIOUS_KMS_KEY 'alias/old' is a KMS alias",
+        ),
+    ],
+)
+def test_a_previous_key_needs_a_key_and_must_be_a_key_arn(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], says: str
+) -> None:
+    monkeypatch.setenv("CHECKPOINT_BUCKET", "b")
+    monkeypatch.setenv("CHECKPOINT_TABLE", "t")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(boto3, "client", None)  # no AWS client may be made
+    with pytest.raises(InvalidConfigError) as info:
+        gc.lambda_handler({}, None)
+    assert says in str(info.value)
+
+
+def test_a_previous_key_is_not_named_beside_a_connection_string_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CHECKPOINT_CONNECTION_STRING", f"s3://b/app/?table=t&kms_key={ARN}")
+    monkeypatch.setenv("CHECKPOINT_PREVIOUS_KMS_KEY", ARN.replace("1234abcd-", "9999abcd-"))
+    with pytest.raises(InvalidConfigError, match="name the key once"):
+        gc.lambda_handler({}, None)

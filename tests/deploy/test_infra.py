@@ -137,11 +137,14 @@ def policy_documents(
     template: dict[str, Any], refs: dict[str, Any], has_kms: bool
 ) -> dict[str, dict[str, Any]]:
     client_side, prefix = bool(refs.get("ClientSideKeyArn")), bool(refs.get("Prefix"))
+    previous = client_side and bool(refs.get("PreviousClientSideKeyArn"))
     conditions = {
         "HasKmsKey": has_kms,
         "KeepVersions": False,
         "ClientSideKeyOfAPrefix": client_side and prefix,
         "ClientSideKeyOfTheWholeTable": client_side and not prefix,
+        "PreviousClientSideKeyOfAPrefix": previous and prefix,
+        "PreviousClientSideKeyOfTheWholeTable": previous and not prefix,
     }
     return {
         name: resolve(res["Properties"]["PolicyDocument"], refs, conditions)
@@ -534,12 +537,14 @@ def http(handler: Any, method: str, path: str, body: Any = None) -> tuple[int, d
     return response["statusCode"], json.loads(response["body"])
 
 
-def function_environment(template_path: Path, logical_id: str, stack: Stack) -> dict[str, str]:
+def function_environment(
+    template_path: Path, logical_id: str, stack: Stack, given: dict[str, str] | None = None
+) -> dict[str, str]:
     """A function's environment as CloudFormation would set it from the storage stack.
 
-    Values imported from the storage stack come from its real outputs; parameters take
-    their defaults. Resources of the consuming stack itself (the example's action
-    ledger) are not deployed here and are left out.
+    Values imported from the storage stack come from its real outputs; parameters are
+    ``given`` or take their defaults. Resources of the consuming stack itself (the
+    example's action ledger) are not deployed here and are left out.
     """
     template = load_template(template_path)
     parameters = template["Parameters"]
@@ -549,7 +554,8 @@ def function_environment(template_path: Path, logical_id: str, stack: Stack) -> 
         if isinstance(value, dict) and "Fn::ImportValue" in value:
             env[name] = stack.outputs[_imported_output(value)]
         elif isinstance(value, dict) and value.get("Ref") in parameters:
-            env[name] = str(parameters[value["Ref"]]["Default"])
+            ref = value["Ref"]
+            env[name] = (given or {}).get(ref, str(parameters[ref]["Default"]))
     return env
 
 
@@ -614,8 +620,10 @@ def test_lambda_example_runs_on_the_stack(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = function_environment(LAMBDA_TEMPLATE, "ApprovalFunction", stack)
-    assert set(env) == {"CHECKPOINT_URL", "CHECKPOINT_KMS_KEY", "APPROVAL_TIMEOUT_SECONDS"}
+    assert set(env) == {"CHECKPOINT_URL", "CHECKPOINT_KMS_KEY", "CHECKPOINT_PREVIOUS_KMS_KEY",
+                        "APPROVAL_TIMEOUT_SECONDS"}  # fmt: skip
     assert env["CHECKPOINT_KMS_KEY"] == ""  # no ClientSideKeyArn: no client-side encryption
+    assert env["CHECKPOINT_PREVIOUS_KMS_KEY"] == ""  # and no rotation under way
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("ACTIONS_TABLE", raising=False)  # the ledger is not deployed here

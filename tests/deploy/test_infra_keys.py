@@ -217,26 +217,18 @@ class CollectorKeys:
     traffic: KeyTraffic
 
 
-@pytest.fixture(scope="module")
-def collector_keys(aws: None) -> CollectorKeys:
-    from langgraph_s3 import S3Saver, gc
-    from langgraph_s3.sealing.kms import KmsKeyRing
-
-    key = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
-    storage = deploy("checkpoints-gc", {"Prefix": "keys/", "KmsKeyArn": key,
-                                        "ClientSideKeyArn": key})  # fmt: skip
-    deploy_collector("collector-keys", storage, {"ClientSideKeyArn": key})
-    deploy_collector("collector-plain", storage, {})
+def collector_environment(stack: str) -> dict[str, str]:
+    """The environment of gc.yaml's function in stack ``stack``, as deployed."""
     functions = boto3.client("lambda", region_name=REGION)
+    config = functions.get_function(FunctionName=f"{stack}-collector")["Configuration"]
+    return dict(config["Environment"]["Variables"])
 
-    def environment(stack: str) -> dict[str, str]:
-        config = functions.get_function(FunctionName=f"{stack}-collector")["Configuration"]
-        return dict(config["Environment"]["Variables"])
 
-    with S3Saver(bucket=storage.bucket, table=storage.table, prefix=storage.prefix,
-                 index_inline_limit=0, encryption=KmsKeyRing(key)) as saver:  # fmt: skip
-        put_big(saver, "customer-42")
-    recorder = Recorder()
+def run_collector(env: dict[str, str], recorder: Recorder) -> dict[str, Any]:
+    """``gc.lambda_handler`` with ``env`` as the function's environment, its AWS
+    calls recorded."""
+    from langgraph_s3 import gc
+
     make_client = boto3.client
 
     def recorded_client(*args: Any, **kwargs: Any) -> Any:
@@ -245,17 +237,34 @@ def collector_keys(aws: None) -> CollectorKeys:
         return client
 
     with pytest.MonkeyPatch.context() as mp:
-        for name, value in environment("collector-keys").items():
+        for name, value in env.items():
             mp.setenv(name, value)
         mp.setattr(boto3, "client", recorded_client)  # the clients the handler makes
-        report = gc.lambda_handler({}, None)
+        return gc.lambda_handler({}, None)
+
+
+@pytest.fixture(scope="module")
+def collector_keys(aws: None) -> CollectorKeys:
+    from langgraph_s3 import S3Saver
+    from langgraph_s3.sealing.kms import KmsKeyRing
+
+    key = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
+    storage = deploy("checkpoints-gc", {"Prefix": "keys/", "KmsKeyArn": key,
+                                        "ClientSideKeyArn": key})  # fmt: skip
+    deploy_collector("collector-keys", storage, {"ClientSideKeyArn": key})
+    deploy_collector("collector-plain", storage, {})
+    with S3Saver(bucket=storage.bucket, table=storage.table, prefix=storage.prefix,
+                 index_inline_limit=0, encryption=KmsKeyRing(key)) as saver:  # fmt: skip
+        put_big(saver, "customer-42")
+    recorder = Recorder()
+    report = run_collector(collector_environment("collector-keys"), recorder)
     assert report["threads"] == 1 and report["threads_protected"] == report["errors"] == []
     return CollectorKeys(
         storage=storage,
         key=key,
         role=role_policies("collector-keys", GC, "CollectorRole", storage),
         plain=role_policies("collector-plain", GC, "CollectorRole", storage),
-        plain_env=environment("collector-plain"),
+        plain_env=collector_environment("collector-plain"),
         traffic=KeyTraffic(storage, key, recorder),
     )
 
