@@ -368,13 +368,10 @@ def _load_thread(
     assert enc is not None
     scope = KeyScope.thread(thread_id)
     folder = core.layout.thread_prefix(thread_id)
-    # Every item: a thread being re-encrypted has two versions (the reference, if
-    # any, sorts after them all).
-    items = yield from read_all(
-        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
-    )
+    items = yield from _thread_items(core, scope, folder, writer)
     newest: Mapping[str, Any] | None = items[0] if items else None
     if newest is None and not writer:
+        enc.absent.put(folder, at)
         return None
     if newest is None:
         wanted = enc.tenant(thread_id)
@@ -395,6 +392,31 @@ def _load_thread(
     tenant = referenced_tenant(newest, thread_id)
     enc.scopes.put(folder, tenant)
     return (yield from _tenant_keys(core, tenant, at, create=writer))
+
+
+def _thread_items(
+    core: SaverCore, scope: KeyScope, folder: str, writer: bool
+) -> Flow[Sequence[Mapping[str, Any]]]:
+    """The thread's key items, newest first (one consistent Query): every version, as a
+    thread being re-encrypted has two (the reference, if any, sorts after them all).
+
+    A writer takes a read's answer that there are none (``Encryption.absent``, less
+    than ``key_ttl`` old) instead of asking again: a new thread's first read (which
+    sends this Query beside its checkpoint Query) spares its first write the round
+    trip. With none, a writer only puts conditionally, and if another writer was first
+    reads what it stored, so an answer that is no longer true costs a wasted key, not
+    a second one.
+    """
+    enc = core.encryption
+    assert enc is not None
+    seen = enc.absent.get(folder)
+    enc.absent.pop(folder)  # taken once: the load stores what it finds or makes
+    if writer and seen is not None and time.monotonic() - seen < enc.key_ttl:
+        return []
+    items = yield from read_all(
+        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
+    )
+    return items
 
 
 def _tenant_keys(
