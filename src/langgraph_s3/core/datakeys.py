@@ -241,9 +241,10 @@ def thread_key(core: SaverCore, thread_id: str, *, create: bool = False) -> Flow
     :class:`~langgraph_s3.errors.DataKeyError`).
 
     A key loaded less than ``key_ttl`` ago is used as it is: a superstep costs no
-    request. Otherwise the thread's newest key item is read (one ``Query``): its own
-    wrapped key, unwrapped (a KMS key ring asks KMS unless it has it cached), or a
-    tenant reference, whose tenant's key is loaded as :func:`tenant_key` does.
+    request. Otherwise the thread's newest key item is read (one ``Query``; not by a
+    writer a read told there is none, ``Encryption.absent``): its own wrapped key,
+    unwrapped (a KMS key ring asks KMS unless it has it cached), or a tenant
+    reference, whose tenant's key is loaded as :func:`tenant_key` does.
     ``create``, a writer's call, makes what the thread lacks: version 1 of its own key,
     or, if ``Encryption.tenant_of`` names a tenant, the reference (and the tenant's key
     if it has none); two writers agree on one (:func:`create`).
@@ -397,26 +398,18 @@ def _load_thread(
 def _thread_items(
     core: SaverCore, scope: KeyScope, folder: str, writer: bool
 ) -> Flow[Sequence[Mapping[str, Any]]]:
-    """The thread's key items, newest first (one consistent Query): every version, as a
-    thread being re-encrypted has two (the reference, if any, sorts after them all).
-
-    A writer takes a read's answer that there are none (``Encryption.absent``, less
-    than ``key_ttl`` old) instead of asking again: a new thread's first read (which
-    sends this Query beside its checkpoint Query) spares its first write the round
-    trip. With none, a writer only puts conditionally, and if another writer was first
-    reads what it stored, so an answer that is no longer true costs a wasted key, not
-    a second one.
-    """
+    """The thread's key items, newest first: every version (a thread being re-encrypted
+    has two), then the reference, if any. A writer takes a read's answer of none
+    (``Encryption.absent``, younger than ``key_ttl``) instead of asking again: with
+    none it only puts conditionally, and reads what another writer stored first."""
     enc = core.encryption
     assert enc is not None
     seen = enc.absent.get(folder)
     enc.absent.pop(folder)  # taken once: the load stores what it finds or makes
     if writer and seen is not None and time.monotonic() - seen < enc.key_ttl:
         return []
-    items = yield from read_all(
-        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
-    )
-    return items
+    query = Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
+    return (yield from read_all(query))
 
 
 def _tenant_keys(
