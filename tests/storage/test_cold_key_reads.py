@@ -44,9 +44,9 @@ def record(saver: Any, rounds: Rounds) -> None:
     perform = saver._outcome
 
     def sent(op: Any) -> None:
-        names = [type(o).__name__ for o in (op if isinstance(op, list) else [op])]
-        if not all(isinstance(o, WAITS) for o in (op if isinstance(op, list) else [op])):
-            rounds.append(names)
+        ops = op if isinstance(op, list) else [op]
+        if not all(isinstance(o, WAITS) for o in ops):
+            rounds.append([type(o).__name__ for o in ops])
 
     if saver.__class__.__name__ == "AsyncS3Saver":
 
