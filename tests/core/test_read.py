@@ -12,8 +12,9 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from langgraph_s3 import Encryption, guard
 from langgraph_s3.core import commit, read, schema
+from langgraph_s3.core.datakeys import KeyScope, create
 from langgraph_s3.core.entries import Inline
-from langgraph_s3.core.index import PutNew, Query
+from langgraph_s3.core.index import PutNew, Query, Transact
 from langgraph_s3.operations import IndexRequest, S3Get
 from langgraph_s3.sealing import StaticKeyRing
 from tests.core.canned import (
@@ -257,3 +258,22 @@ def test_a_read_of_a_new_thread_creates_no_key_and_spares_its_first_put_the_key_
 
 def sealing_core(**settings: Any) -> Any:
     return make_core(encryption=Encryption(RING, **settings))
+
+
+def test_a_key_query_answered_before_a_reencryption_is_asked_again_once() -> None:
+    """The key Query and the checkpoint Query go together, so the key items may be
+    older than the checkpoint: one sealed under a newer version than the items gave
+    has the keys loaded again, once (``KeyVersionError(newer=True)``)."""
+    v1, v2 = (
+        dict(Script(create(make_core(), RING, KeyScope.thread("t1"), n)).expect(PutNew, True).item)
+        for n in (1, 2)
+    )
+    writer = sealing_core()
+    put = Script(commit.put(writer, config(cid="c01"), checkpoint("c02", {"x": 1}), {}, {}))
+    put.expect(key_query, page([v2, v1]))
+    item = put.expect(Transact, None).parts[0][1]["Put"]["Item"]
+    reader = sealing_core()
+    script = Script(read.get_tuple(reader, config()))
+    script.expect([key_query, checkpoint_query], [page([v1]), page([item])])
+    script.expect(key_query, page([v2, v1]))  # the newer version, loaded again
+    assert found(script).checkpoint["id"] == "c02"
