@@ -17,7 +17,9 @@ work are not requests.
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -203,3 +205,19 @@ def test_a_new_threads_first_read_spares_its_first_put_the_key_query(
     )
     tup = cold.get_tuple(config)
     assert tup is not None and tup.checkpoint["channel_values"] == {"v": "x"}
+
+
+async def test_two_cold_reads_of_a_thread_at_once_load_its_key_once(
+    server_backend: Backend, kms_arn: str
+) -> None:
+    """The second read waits for the first one's key load (``WaitKey``) beside its own
+    checkpoint Query: one key Query and one ``Decrypt`` for both."""
+    config = reads(stored_thread(server_backend, kms_arn, "solo", "index"), "latest")
+    rounds: Rounds = []
+    async with server_backend.async_saver(encryption=Encryption(KmsKeyRing(kms_arn))) as saver:
+        record(saver, rounds)
+        got = await asyncio.gather(saver.aget_tuple(config), saver.aget_tuple(config))
+    assert all(t is not None and t.checkpoint["channel_values"] == {"v": "small"} for t in got)
+    sent = Counter(name for r in rounds for name in r)
+    assert sent == {"Query": 3, "WaitKey": 1, "KmsDecrypt": 1}
+    assert sorted(rounds) == [["KmsDecrypt"], ["Query", "Query"], ["WaitKey", "Query"]]
