@@ -5,7 +5,8 @@ these operations; ``S3Saver`` performs them with boto3 and a thread pool,
 ``AsyncS3Saver`` with aiobotocore and ``asyncio.gather`` (both through
 :mod:`langgraph_s3.transport`). Yielding a list means "perform these concurrently";
 the result is the list of their results. A flow may also yield :class:`Emit`, a
-result for its caller (``list`` emits tuples as it loads them).
+result for its caller (``list`` emits tuples as it loads them). :func:`together` runs
+two flows side by side, each round trip carrying what both ask for.
 
 Each operation is a ``Request[R]``: ``R`` is the type of its result, and
 :func:`perform` / :func:`perform_all` give a flow that result with its type.
@@ -21,6 +22,8 @@ from typing import Any, Generic, TypeVar
 
 R = TypeVar("R")
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 
 #: A flow: a generator that yields operations (or lists of them), is sent their
 #: results, and returns ``T``.
@@ -262,3 +265,78 @@ def perform_all(ops: Sequence[Request[R]]) -> Generator[list[Request[R]], list[R
     if not ops:
         return []
     return (yield list(ops))
+
+
+def together(first: Flow[A], second: Flow[B]) -> Flow[tuple[A, B]]:
+    """Run two flows that do not depend on each other side by side; their results.
+
+    Each round trip carries what both ask for, in one list: two reads cost the round
+    trips of the longer, not of both. A flow that ends without asking costs nothing.
+    Neither may :class:`Emit`.
+
+    An error answered to a combined round trip is thrown into each flow that asked in
+    it, first to last (the driver does not say which request failed); the first one to
+    raise ends both: the other is closed, so its cleanup (``finally``) runs.
+    """
+    flows: tuple[Flow[Any], Flow[Any]] = (first, second)
+    asks: list[Any] = [_ENDED, _ENDED]
+    results: list[Any] = [None, None]
+    try:
+        for i, flow in enumerate(flows):
+            asks[i], results[i] = _resume(flow, None, None)
+        while True:
+            live = [i for i in (0, 1) if asks[i] is not _ENDED]
+            if not live:
+                return results[0], results[1]
+            if len(live) == 1:
+                combined = asks[live[0]]
+            else:
+                combined = [op for i in live for op in _as_list(asks[i])]
+            error: Exception | None = None
+            answer: Any = None
+            try:
+                answer = yield combined
+            except Exception as exc:
+                error = exc
+            if len(live) == 1 or error is not None:
+                parts = [answer] * len(live)
+            else:
+                parts = _split(answer, [asks[i] for i in live])
+            for i, part in zip(live, parts, strict=True):
+                asks[i], results[i] = _resume(flows[i], part, error)
+    finally:
+        for flow in flows:
+            flow.close()
+
+
+_ENDED = object()
+
+
+def _resume(flow: Flow[Any], value: Any, error: Exception | None) -> tuple[Any, Any]:
+    """Send ``value`` (or throw ``error``) into ``flow``: (what it asks next, None), or
+    (``_ENDED``, its result)."""
+    try:
+        op = flow.send(value) if error is None else flow.throw(error)
+    except StopIteration as stop:
+        return _ENDED, stop.value
+    if isinstance(op, Emit):
+        raise TypeError("a flow run by together() may not emit results")
+    return op, None
+
+
+def _as_list(ask: Any) -> list[Any]:
+    return ask if isinstance(ask, list) else [ask]
+
+
+def _split(answer: Sequence[Any], asks: Sequence[Any]) -> list[Any]:
+    """The answer to each of ``asks`` from the answer to their combined list."""
+    parts: list[Any] = []
+    at = 0
+    for ask in asks:
+        if isinstance(ask, list):
+            parts.append(answer[at : at + len(ask)])
+            at += len(ask)
+        else:
+            parts.append(answer[at])
+            at += 1
+    return parts

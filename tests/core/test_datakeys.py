@@ -8,6 +8,7 @@ ring's requests are in ``tests/unit/test_sealing_kms.py`` and on moto in
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -315,3 +316,37 @@ def test_rekey_skips_tenant_references() -> None:
     assert script.expect(RewrapKey, True).pk == "prod/#tenant/acme"
     done = script.returns()
     assert (done.rewrapped, done.current, done.failed) == ([(KeyScope.tenant("acme"), 1)], [], [])
+
+
+# ------------------------------------------------------------- no key items yet
+def test_a_writer_takes_a_reads_answer_that_a_thread_has_no_key_once_within_key_ttl(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(datakeys, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    core = make_core(encryption=Encryption(RING, key_ttl=10.0))
+    enc = core.encryption
+    # A reader asks every time (a key made since would be needed to open).
+    for _ in range(2):
+        script = Script(datakeys.thread_key(core, "t-1"))
+        script.expect(load_query, page([]))
+        assert script.returns() is None
+    # A writer within key_ttl: straight to the conditional put of version 1; if
+    # another writer was first, its key is read.
+    now[0] = 109.0
+    script = Script(datakeys.thread_key(core, "t-1", create=True))
+    script.expect(PutNew, False)
+    script.expect(version_query, page([created_item(KeyScope.thread("t-1"))]))
+    assert script.returns() is not None
+    # Taken once: the next load (the key marked stale, as a first put does) asks.
+    enc.stale("t-1/")
+    script = Script(datakeys.thread_key(core, "t-1", create=True))
+    script.expect(load_query, page([created_item(KeyScope.thread("t-1"))]))
+    assert script.returns() is not None
+    # Not after key_ttl.
+    now[0] = 100.0
+    script = Script(datakeys.thread_key(core, "t-2"))
+    script.expect(load_query, page([]))
+    now[0] = 110.0
+    script = Script(datakeys.thread_key(core, "t-2", create=True))
+    script.expect(load_query, page([]))

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from langchain_core.runnables import RunnableConfig
 
+from langgraph_s3 import Encryption
 from langgraph_s3.core import history, lists, schema
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.operations import IndexRequest, S3Get
@@ -24,6 +25,7 @@ from tests.core.canned import (
     store_writes,
 )
 from tests.core.script import Script
+from tests.core.test_read import RING, checkpoint_query, key_query
 
 BIG = os.urandom(12_000).hex()
 
@@ -150,6 +152,19 @@ def test_checkpoints_are_loaded_sixteen_at_a_time() -> None:
     script.returns()
     assert ids == [f"c{i:02}" for i in reversed(range(18))]
     assert all(isinstance(op, S3Get) for op in first + second)
+
+
+def test_a_cold_encrypted_list_reads_the_key_items_beside_its_first_page() -> None:
+    writer = make_core(encryption=Encryption(RING))
+    c1, c2 = cp("c1", None, core=writer), cp("c2", "c1", core=writer)
+    reader = make_core(encryption=Encryption(RING))
+    script = Script(history.list_checkpoints(reader, config()))
+    more = {schema.PK: c2.item[schema.PK], schema.SK: c2.item[schema.SK]}
+    script.expect([key_query, checkpoint_query], [page(c1.key_items), page([c2.item], more)])
+    assert script.emits().checkpoint["id"] == "c2"
+    script.expect(checkpoint_query, page([c1.item]))  # the key is loaded: alone
+    assert script.emits().checkpoint["id"] == "c1"
+    script.returns()
 
 
 # --------------------------------------------------------------------------- chain walk

@@ -4,13 +4,19 @@ one round trip, and assembling the tuple. Items and objects come from real puts.
 from __future__ import annotations
 
 import os
+import time
+from typing import Any
 
+import pytest
 from langgraph.checkpoint.base import CheckpointTuple
 
-from langgraph_s3 import guard
-from langgraph_s3.core import read, schema
+from langgraph_s3 import Encryption, guard
+from langgraph_s3.core import commit, read, schema
+from langgraph_s3.core.datakeys import KeyScope, create
 from langgraph_s3.core.entries import Inline
+from langgraph_s3.core.index import PutNew, Query, Transact
 from langgraph_s3.operations import IndexRequest, S3Get
+from langgraph_s3.sealing import StaticKeyRing
 from tests.core.canned import (
     checkpoint,
     config,
@@ -175,3 +181,99 @@ def test_load_of_nothing_reads_nothing() -> None:
 def test_sorted_writes_keeps_only_the_channels_asked_for() -> None:
     w = schema.parse_writes(store_writes(config(cid="c1"), [("a", 1), ("b", 2)], "t").item)
     assert [(c, type(e)) for _, c, e, _ in read.sorted_writes([w], {"b"})] == [("b", Inline)]
+
+
+# ------------------------------------------------------------------ with encryption
+RING = StaticKeyRing({"r1": bytes(range(32))}, current="r1")
+
+
+def key_query(op: Any) -> bool:
+    """The query that loads a thread's (or tenant's) data key: its ``k#`` items."""
+    return isinstance(op, Query) and op.prefix == schema.KEY_SK_PREFIX
+
+
+def checkpoint_query(op: Any) -> bool:
+    return is_query(op) and not key_query(op)
+
+
+@pytest.mark.parametrize("cid", [None, "c02"], ids=["latest", "exact"])
+def test_a_cold_read_asks_for_the_key_items_in_the_checkpoint_querys_round_trip(
+    cid: str | None,
+) -> None:
+    stored = store(config(cid="c01"), checkpoint("c02", {"x": 1}), core=sealing_core())
+    reader = sealing_core()
+    script = Script(read.get_tuple(reader, config(cid=cid)))
+    keys, _ = script.expect(
+        [key_query, checkpoint_query], [page(stored.key_items), page([stored.item])]
+    )
+    assert keys.pk == "t1" and keys.consistent
+    assert found(script).checkpoint["channel_values"] == {"x": 1}
+    # Warm: the key is loaded; the checkpoint query goes alone.
+    script = Script(read.get_tuple(reader, config(cid=cid)))
+    script.expect(checkpoint_query, page([stored.item]))
+    assert found(script).checkpoint["channel_values"] == {"x": 1}
+
+
+def test_a_cold_read_of_a_tenant_thread_follows_the_reference_after_the_round_trip() -> None:
+    writer = sealing_core(tenant_of=lambda _: "acme")
+    stored = store(config(cid="c01"), checkpoint("c02", {"x": 1}), core=writer)
+    ref = [i for i in stored.key_items if i[schema.PK] == schema.s("t1")]
+    tenant = [i for i in stored.key_items if i[schema.PK] == schema.s("#tenant/acme")]
+    assert len(ref) == len(tenant) == 1
+    script = Script(read.get_tuple(sealing_core(), config()))
+    script.expect([key_query, checkpoint_query], [page(ref), page([stored.item])])
+    assert script.expect(key_query, page(tenant)).pk == "#tenant/acme"
+    assert found(script).checkpoint["channel_values"] == {"x": 1}
+
+
+def test_a_root_read_that_finds_no_checkpoint_marks_the_key_it_loaded_beside_it_stale() -> None:
+    """A key found for a thread with no checkpoint (deleted meanwhile by another saver)
+    is read again by the next put, not sealed under: marked stale once the load ends,
+    here after the checkpoint query (a tenant's key takes a round trip more)."""
+    writer = sealing_core(tenant_of=lambda _: "acme")
+    keys = store(config(), checkpoint("c01"), core=writer).key_items
+    ref = [i for i in keys if i[schema.PK] == schema.s("t1")]
+    tenant = [i for i in keys if i not in ref]
+    reader = sealing_core()
+    script = Script(read.get_tuple(reader, config()))
+    script.expect([key_query, checkpoint_query], [page(ref), page([])])
+    script.expect(key_query, page(tenant))
+    assert script.returns() is None
+    assert reader.encryption is not None
+    assert reader.encryption.fresh("t1/", time.monotonic()) is None  # stale
+    assert reader.encryption.keys.get("t1/") is not None  # kept for flows under way
+
+
+def test_a_read_of_a_new_thread_creates_no_key_and_spares_its_first_put_the_key_query() -> None:
+    core = sealing_core()
+    script = Script(read.get_tuple(core, config()))
+    script.expect([key_query, checkpoint_query], [page([]), page([])])
+    assert script.returns() is None  # no PutNew: a read creates no key
+    script = Script(commit.put(core, config(), checkpoint("c01", {"x": 1}), {}, {"x": "1"}))
+    assert isinstance(script.pending, PutNew)  # the new key's: no key query again
+    # Another new thread, not read first: its put asks.
+    script = Script(commit.put(core, config("t2"), checkpoint("c01"), {}, {}))
+    script.expect(key_query, page([]))
+
+
+def sealing_core(**settings: Any) -> Any:
+    return make_core(encryption=Encryption(RING, **settings))
+
+
+def test_a_key_query_answered_before_a_reencryption_is_asked_again_once() -> None:
+    """The key Query and the checkpoint Query go together, so the key items may be
+    older than the checkpoint: one sealed under a newer version than the items gave
+    has the keys loaded again, once (``KeyVersionError(newer=True)``)."""
+    v1, v2 = (
+        dict(Script(create(make_core(), RING, KeyScope.thread("t1"), n)).expect(PutNew, True).item)
+        for n in (1, 2)
+    )
+    writer = sealing_core()
+    put = Script(commit.put(writer, config(cid="c01"), checkpoint("c02", {"x": 1}), {}, {}))
+    put.expect(key_query, page([v2, v1]))
+    item = put.expect(Transact, None).parts[0][1]["Put"]["Item"]
+    reader = sealing_core()
+    script = Script(read.get_tuple(reader, config()))
+    script.expect([key_query, checkpoint_query], [page([v1]), page([item])])
+    script.expect(key_query, page([v2, v1]))  # the newer version, loaded again
+    assert found(script).checkpoint["id"] == "c02"

@@ -62,8 +62,8 @@ def test_a_writer_creates_the_key_once_and_a_reader_never_does() -> None:
     assert reader.returns() is None
     with pytest.raises(DataKeyError, match="no data key"):
         key_of(core, "t1")
+    # The writer takes the reader's answer (Encryption.absent): no second Query.
     writer = Script(thread_key(core, "t1", create=True))
-    writer.expect(Query, page([]))
     put = writer.expect(PutNew, True)
     key = writer.returns()
     assert key is not None and key_of(core, "t1") is key
@@ -231,6 +231,5 @@ def test_a_waiter_loads_the_key_itself_when_the_first_call_found_none() -> None:
     assert isinstance(wait, WaitKey)
     assert reader.returns() is None and wait.pending.result() is False
     writer.step(False)
-    writer.expect(Query, page([]))
-    writer.expect(PutNew, True)
+    writer.expect(PutNew, True)  # the reader's answer, none, taken: no Query again
     assert writer.returns() is key_of(core, "t1")

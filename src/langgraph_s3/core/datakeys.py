@@ -241,9 +241,10 @@ def thread_key(core: SaverCore, thread_id: str, *, create: bool = False) -> Flow
     :class:`~langgraph_s3.errors.DataKeyError`).
 
     A key loaded less than ``key_ttl`` ago is used as it is: a superstep costs no
-    request. Otherwise the thread's newest key item is read (one ``Query``): its own
-    wrapped key, unwrapped (a KMS key ring asks KMS unless it has it cached), or a
-    tenant reference, whose tenant's key is loaded as :func:`tenant_key` does.
+    request. Otherwise the thread's newest key item is read (one ``Query``; not by a
+    writer a read told there is none, ``Encryption.absent``): its own wrapped key,
+    unwrapped (a KMS key ring asks KMS unless it has it cached), or a tenant
+    reference, whose tenant's key is loaded as :func:`tenant_key` does.
     ``create``, a writer's call, makes what the thread lacks: version 1 of its own key,
     or, if ``Encryption.tenant_of`` names a tenant, the reference (and the tenant's key
     if it has none); two writers agree on one (:func:`create`).
@@ -368,13 +369,10 @@ def _load_thread(
     assert enc is not None
     scope = KeyScope.thread(thread_id)
     folder = core.layout.thread_prefix(thread_id)
-    # Every item: a thread being re-encrypted has two versions (the reference, if
-    # any, sorts after them all).
-    items = yield from read_all(
-        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
-    )
+    items = yield from _thread_items(core, scope, folder, writer)
     newest: Mapping[str, Any] | None = items[0] if items else None
     if newest is None and not writer:
+        enc.absent.put(folder, at)
         return None
     if newest is None:
         wanted = enc.tenant(thread_id)
@@ -395,6 +393,23 @@ def _load_thread(
     tenant = referenced_tenant(newest, thread_id)
     enc.scopes.put(folder, tenant)
     return (yield from _tenant_keys(core, tenant, at, create=writer))
+
+
+def _thread_items(
+    core: SaverCore, scope: KeyScope, folder: str, writer: bool
+) -> Flow[Sequence[Mapping[str, Any]]]:
+    """The thread's key items, newest first: every version (a thread being re-encrypted
+    has two), then the reference, if any. A writer takes a read's answer of none
+    (``Encryption.absent``, younger than ``key_ttl``) instead of asking again: with
+    none it only puts conditionally, and reads what another writer stored first."""
+    enc = core.encryption
+    assert enc is not None
+    seen = enc.absent.get(folder)
+    enc.absent.pop(folder)  # taken once: the load stores what it finds or makes
+    if writer and seen is not None and time.monotonic() - seen < enc.key_ttl:
+        return []
+    query = Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
+    return (yield from read_all(query))
 
 
 def _tenant_keys(

@@ -27,7 +27,7 @@ from langgraph_s3.core.entries import Entry, Envelope
 from langgraph_s3.core.index import Item, ListFilter, Query, ScanCheckpoints
 from langgraph_s3.core.objects import fetch_chunks, read_envelope, read_lists
 from langgraph_s3.core.paging import next_page, read_all
-from langgraph_s3.core.read import latest, load, sorted_writes
+from langgraph_s3.core.read import keyed, latest, load, sorted_writes
 from langgraph_s3.core.schema import Row, WritesRow
 from langgraph_s3.core.sealed import open_writes
 from langgraph_s3.errors import InvalidConfigError
@@ -77,15 +77,21 @@ def list_checkpoints(
         return
     # A thread is read a page at a time, newest first, and the reading stops once
     # `limit` checkpoints are out: what a list reads is bounded by what it returns.
-    query: Query | None = _thread_query(core, config, where, limit)
+    # The thread's data key is read beside the first page (a cold saver's list costs
+    # no round trip more for it).
+    thread_id, _ = thread_ns(config)
+    first = _thread_query(core, config, where, limit)
+    page, query = yield from keyed(core, thread_id, next_page(first))
     writes = {}
     remaining = limit
-    while query is not None and remaining != 0:
-        page, query = yield from next_page(query)
+    while True:
         rows = _pair(core, page.items, writes)
         remaining = yield from _emit(core, rows, writes, filter, remaining)
-        if query is not None and query.limit is not None:
+        if query is None or remaining == 0:
+            return
+        if query.limit is not None:
             query = replace(query, limit=_LIST_PAGE)
+        page, query = yield from next_page(query)
 
 
 def _pair(
@@ -266,12 +272,13 @@ def delta_history(
         return {}
     thread_id, ns = thread_ns(config)
     cid = checkpoint_id_of(config)
-    yield from thread_key(core, thread_id)
     if cid is None:
-        found = yield from latest(core, thread_id, ns)
+        found = yield from latest(core, thread_id, ns)  # and the data key, beside it
         if found is None:
             return {ch: {"writes": []} for ch in channels}
         cid = found[0].checkpoint_id
+    else:
+        yield from thread_key(core, thread_id)
     query: Query | None = Query(
         core.table,
         core.layout.pk(thread_id),

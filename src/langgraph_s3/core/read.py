@@ -2,7 +2,9 @@
 
 A read of the latest checkpoint is usually one query (newest items first: the
 latest checkpoint item and its writes) plus, when the body is not in the item, one
-round trip for the object and its blobs together. Everything loaded is verified
+round trip for the object and its blobs together. With encryption, a thread whose
+data key this saver has not loaded has its key items read in the same round trip as
+its checkpoint items (:func:`keyed`). Everything loaded is verified
 against the digests the index records (:mod:`langgraph_s3.core.objects`).
 """
 
@@ -18,7 +20,7 @@ from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort
 from langgraph_s3 import guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns
-from langgraph_s3.core.datakeys import restarted, thread_keys
+from langgraph_s3.core.datakeys import restarted, thread_key, thread_keys
 from langgraph_s3.core.entries import Blobs, ChunkRef, Entry, Envelope, Listed
 from langgraph_s3.core.index import Item, Query, TouchHead
 from langgraph_s3.core.objects import fetch_chunks, object_key, open_envelope, read_envelopes
@@ -26,7 +28,7 @@ from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.schema import Row, WritesRow
 from langgraph_s3.core.sealed import open_writes
 from langgraph_s3.errors import KeyVersionError
-from langgraph_s3.operations import Flow, S3Get
+from langgraph_s3.operations import Flow, S3Get, T, together
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -59,8 +61,27 @@ def get_tuple(core: SaverCore, config: RunnableConfig) -> Flow[CheckpointTuple |
     return got._replace(config={**got.config, "configurable": conf})
 
 
+def keyed(core: SaverCore, thread_id: str, read: Flow[T]) -> Flow[T]:
+    """``read``, a read of the thread's index items, with the thread's data key loaded
+    beside it (:func:`~langgraph_s3.core.datakeys.thread_key`): a saver that has not
+    loaded it (a cold container) sends the key items' query in the same round trip as
+    the read's first, not after it. Costs nothing more when the key is loaded."""
+    _, found = yield from together(thread_key(core, thread_id), read)
+    return found
+
+
 def latest(core: SaverCore, thread_id: str, ns: str) -> Flow[Found | None]:
-    """The newest checkpoint item of ``(thread, ns)`` and its writes: one query, usually."""
+    """The newest checkpoint item of ``(thread, ns)`` and its writes: one query,
+    usually; the thread's data key is loaded beside it (:func:`keyed`)."""
+    found = yield from keyed(core, thread_id, _latest(core, thread_id, ns))
+    if found is None and ns == "":
+        # No checkpoint: a new run may start on a thread id another saver deleted.
+        # After the key load, which may have read the deleted thread's key.
+        restarted(core, thread_id)
+    return found
+
+
+def _latest(core: SaverCore, thread_id: str, ns: str) -> Flow[Found | None]:
     query: Query | None = Query(
         core.table,
         core.layout.pk(thread_id),
@@ -83,16 +104,15 @@ def latest(core: SaverCore, thread_id: str, ns: str) -> Flow[Found | None]:
                 writes.append(item)
         if query is not None:
             query = replace(query, limit=_QUERY_PAGE)
-    if ns == "":
-        # No checkpoint: a new run may start on a thread id another saver deleted.
-        restarted(core, thread_id)
     return None
 
 
 def exact(core: SaverCore, thread_id: str, ns: str, cid: str) -> Flow[Found | None]:
-    """The checkpoint item ``cid`` of ``(thread, ns)`` and its writes."""
+    """The checkpoint item ``cid`` of ``(thread, ns)`` and its writes; the thread's
+    data key is loaded beside them (:func:`keyed`)."""
     between = (core.layout.checkpoint_sk(ns, cid), core.layout.writes_upper_sk(ns, cid))
-    items = yield from read_all(Query(core.table, core.layout.pk(thread_id), between=between))
+    query = Query(core.table, core.layout.pk(thread_id), between=between)
+    items = yield from keyed(core, thread_id, read_all(query))
     row = next((schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)), None)
     if row is None:
         return None

@@ -112,6 +112,11 @@ class Encryption:
     #: key of its own; a writer with ``tenant_of`` checks it on every call.
     scopes: LRU[str, str] = field(default_factory=lambda: LRU(100_000), repr=False, compare=False)
 
+    #: Threads a read found no key items for: thread folder -> when (monotonic seconds,
+    #: from before the read). A writer's next load of the thread, within ``key_ttl``,
+    #: takes that answer instead of asking again (``datakeys``); a reader always asks.
+    absent: LRU[str, float] = field(default_factory=lambda: LRU(100_000), repr=False, compare=False)
+
     #: Loads in progress: thread folder -> done (True: a key was loaded). A call that
     #: finds one waits for it (``WaitKey``) instead of loading the same key again.
     loading: dict[str, Future[bool]] = field(default_factory=dict, repr=False, compare=False)
@@ -207,6 +212,7 @@ class Encryption:
         or re-encrypted): :meth:`stale`, never dropped under a flow using it."""
         self.stale(folder)
         self.scopes.pop(folder)
+        self.absent.pop(folder)
 
 
 @dataclass(frozen=True)
