@@ -1,5 +1,8 @@
 """The collector over sealed threads on moto: a key it may not use protects one thread
-(the run goes on), and retention reports as shredded only threads whose own keys went."""
+(the run goes on), and retention reports as shredded only threads whose own keys went.
+What a shred left (a warm saver wrote after ``delete_thread``; a thread of its own key
+or of a tenant's) is deleted once older than the grace period, item by item on its
+``at``; a thread whose key item is there but gives no key stays protected, however old."""
 
 from __future__ import annotations
 
