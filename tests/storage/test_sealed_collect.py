@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from langgraph_s3 import AccessDeniedError, Encryption
-from langgraph_s3.gc import collect
+from langgraph_s3.gc import acollect, collect
 from langgraph_s3.sealing import StaticKeyRing
 from langgraph_s3.sealing.kms import KmsKeyRing
 from tests.conftest import Backend, RequestLog
@@ -283,3 +283,15 @@ def test_writes_left_under_a_version_reencryption_shredded_are_garbage_not_damag
     collect(collector(inproc_backend, ring, start + 4 * HOUR), grace=HOUR)
     assert not blob_before & set(inproc_backend.object_keys())  # re-sealed ones replaced them
     assert collector(inproc_backend, ring, start).get_tuple(config) is not None
+
+
+async def test_the_async_collector_deletes_a_shreds_leftovers_too(server_backend: Backend) -> None:
+    ring, start = a_ring(), time.time()
+    objects = written_after_delete(server_backend, ring, "own")
+    async with server_backend.async_saver(
+        encryption=Encryption(ring), clock=lambda: start + 2 * HOUR
+    ) as gc:
+        report = await acollect(gc, grace=HOUR)
+    assert report.threads_orphaned == ["t"] and not report.errors
+    assert thread_items(server_backend, "t") == []
+    assert set(objects) <= set(server_backend.object_keys())  # swept by a later run
