@@ -159,6 +159,22 @@ def test_what_a_warm_saver_writes_after_a_shred_is_collected_after_the_grace_per
     assert inproc_backend.saver(encryption=Encryption(ring)).get_tuple(config) is not None
 
 
+def test_what_a_warm_saver_writes_after_expiry_shredded_the_thread_is_collected_too(
+    inproc_backend: Backend,
+) -> None:
+    ring, start = a_ring(), time.time()
+    warm = inproc_backend.saver(encryption=Encryption(ring), index_inline_limit=0)
+    config = put(warm, "t", os.urandom(40_000))
+    expiry = collect(collector(inproc_backend, ring, start + 30 * DAY), grace=HOUR, idle_ttl=DAY)
+    assert expiry.threads_shredded == ["t"] and not thread_items(inproc_backend, "t")
+    put(warm, "t", os.urandom(40_000), config)  # it still holds the key
+    left = thread_items(inproc_backend, "t")
+    assert left and not [i for i in left if i["sk"]["S"].startswith("k#")]
+    report = collect(collector(inproc_backend, ring, start + 2 * HOUR), grace=HOUR)
+    assert report.threads_orphaned == ["t"] and not report.threads_protected
+    assert not thread_items(inproc_backend, "t")
+
+
 def thread_items(backend: Backend, thread: str) -> list[dict[str, Any]]:
     return [i for i in backend.items() if i["pk"]["S"] == thread]
 
