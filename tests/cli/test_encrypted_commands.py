@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from langgraph_s3.core import schema
 from langgraph_s3.sealing import KmsKeyRing
 from tests.cli.test_commands import forked_thread, run, url
 from tests.conftest import REGION, Backend
+from tests.storage.test_sealed_storage import put
 
 PREFIX = "sealed/"
 
@@ -207,6 +209,27 @@ def test_gc_idle_ttl_shreds_an_encrypted_thread_and_collects_its_objects(
     assert report["threads_protected"] == [] and report["errors"] == []
     assert key_items(server_backend, "old") == [] and objects(server_backend, "old") == []
     assert key_items(server_backend, "new") and objects(server_backend, "new")
+
+
+def test_gc_reports_and_removes_what_a_warm_saver_wrote_after_delete(
+    server_backend: Backend,
+) -> None:
+    """A run goes on writing a thread that ``delete`` shredded (its saver holds the
+    key): gc deletes what it wrote, counts it, and exits 0 (garbage, not damage)."""
+    arn = new_key(server_backend)
+    with sealed_saver(server_backend, arn) as warm:
+        config = put(warm, "t", os.urandom(40_000))
+        assert at(server_backend, "delete", "t", "--yes").returncode == 0
+        put(warm, "t", os.urandom(40_000), config)
+    assert objects(server_backend, "t") and not key_items(server_backend, "t")
+    text = at(server_backend, "gc", "--grace", "0s", kms_key=arn)
+    assert text.returncode == 0, text.stderr
+    assert "1 thread(s) whose data key was shredded: their leftovers deleted (0 more" in text.stdout
+    done = at(server_backend, "gc", "--grace", "0s", "--json", kms_key=arn)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["threads_orphaned"] == [] and report["threads_protected"] == []
+    assert report["threads"] == 0 and objects(server_backend, "t") == []
 
 
 def test_export_of_an_encrypted_thread_needs_plaintext_and_imports_sealed_again(

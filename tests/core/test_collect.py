@@ -17,7 +17,7 @@ import pytest
 from langgraph_s3 import codec
 from langgraph_s3.core import SaverCore, collect, lists, schema
 from langgraph_s3.core.collect import STATE_KEY, GcReport, collect_flow
-from langgraph_s3.core.index import BatchWrite, Page, Query, ScanSegment
+from langgraph_s3.core.index import BatchWrite, DeleteUnchanged, Page, Query, ScanSegment
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.operations import ListPage, S3Delete, S3Get, S3List, S3Put
 from tests.core.canned import T0, Stored, checkpoint, config, make_core, page, store, store_writes
@@ -150,6 +150,12 @@ class Storage:
             start = int(op.start["n"]["N"]) if op.start else 0
             end = start + self.scan_page
             return page(ours[start:end], {"n": {"N": str(end)}} if end < len(ours) else None)
+        if isinstance(op, DeleteUnchanged):
+            found = self.items.get((op.pk, op.sk))
+            if found is None or found.get(schema.AT, {}).get("N") != op.at:
+                return False
+            del self.items[op.pk, op.sk]
+            return True
         if isinstance(op, BatchWrite):
             for request in op.params["RequestItems"]["t"]:
                 key = request["DeleteRequest"]["Key"]
@@ -745,3 +751,41 @@ def test_without_encryption_a_sealed_thread_is_protected_once_and_its_expiry_shr
     assert report.threads_shredded == ["t1"] and report.threads_protected == []
     assert not [k for k in storage.items if k[1].startswith(schema.KEY_SK_PREFIX)]
     assert json.loads(report.to_json())["threads_shredded"] == ["t1"]
+
+
+def test_with_encryption_a_sealed_thread_without_key_items_is_collected_after_grace(
+    tmp_path: Path,
+) -> None:
+    """What a shred left (sealed items, no key item: a warm saver wrote after a
+    delete): spared while younger than grace, then its items deleted one by one on
+    their ``at``, and its objects swept like any garbage."""
+    from langgraph_s3 import Encryption
+
+    storage = Storage()
+    enc, c1, w1 = sealed_thread(storage)
+    for key in [k for k in storage.items if k[1].startswith(schema.KEY_SK_PREFIX)]:
+        del storage.items[key]
+    storage.encryption = Encryption(enc.ring)  # a new process: no key cached
+    report = storage.run(tmp_path, at=T0 + 60, grace=HOUR)
+    assert report.threads_orphaned_waiting == ["t1"] and not report.threads_protected, report
+    assert not [op for op in storage.sent if isinstance(op, (DeleteUnchanged, S3Delete))]
+    assert storage.condemned() == {} and storage.has_item(c1) and storage.has_item(w1)
+    # What it asked: the key items (the loader's query, then one that also sees a
+    # tenant reference), and the checkpoint's body, whose object says it is sealed.
+    queries = [op for op in storage.sent if isinstance(op, Query)]
+    assert [(q.limit, q.keys_only) for q in queries] == [(None, False), (1, True)]
+    assert [op.key for op in storage.sent if isinstance(op, S3Get)] == [
+        *[k for k in c1.objects if "/c/" in k],
+        STATE_KEY,  # the sweep's
+    ]
+
+    report = storage.run(tmp_path, at=T0 + DAY, grace=HOUR, dry_run=True)
+    assert report.threads_orphaned == ["t1"] and "leftovers would be deleted" in report.summary()
+    assert storage.has_item(c1)
+    report = storage.run(tmp_path, at=T0 + DAY, grace=HOUR)
+    deletes = [op for op in storage.sent if isinstance(op, DeleteUnchanged)]
+    assert len(deletes) == 3 and not [k for k in storage.items if k[0] == "t1"]  # c1, head, w1
+    assert "1 thread(s) whose data key was shredded: their leftovers deleted" in report.summary()
+    assert set(storage.condemned()) == {*c1.objects, *w1.objects}
+    storage.run(tmp_path, at=T0 + 2 * DAY, grace=HOUR)
+    assert not [k for k in storage.objects if k.startswith("t1/")]

@@ -1,7 +1,7 @@
 """Crypto-shredding on moto: once ``delete_thread`` has deleted a sealed thread's key
 items, no copy of its data opens any more, wherever the copy survived (a replica
 bucket, noncurrent object versions, a restored table), and the collector removes
-the objects that come back without an index.
+what comes back once it is older than the grace period.
 
 The copies are made by hand before the delete: every object of the thread, and
 every index item but the key items (a copy that kept those would still open:
@@ -10,6 +10,7 @@ docs/security.md, "Shredding: what it reaches, and what it does not")."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -21,6 +22,8 @@ from langgraph_s3.gc import collect
 from langgraph_s3.sealing import StaticKeyRing
 from tests.conftest import Backend
 from tests.storage.test_sealed_storage import put
+
+HOUR = 3600.0
 
 
 @pytest.fixture
@@ -74,20 +77,22 @@ def test_no_copy_of_a_deleted_thread_opens_and_gc_removes_its_objects(
         inproc_backend.saver(encryption=Encryption(enc.ring)).get_tuple(config)
     with pytest.raises(DataKeyError):
         list(inproc_backend.saver(encryption=Encryption(enc.ring)).list(config))
-    # The collector cannot tell what they reference without the key: it spares the
-    # thread's folder and says why (a protected thread, not damage).
-    report = collect(inproc_backend.saver(encryption=Encryption(enc.ring)), grace=0)
-    assert report.objects_deleted == 0 and not report.errors
-    assert [(p["thread_id"], "no data key" in p["reason"]) for p in report.threads_protected] == [
-        ("t", True)
-    ]
+    # Nobody can open them, so the collector removes them, but only once they are
+    # older than its grace period (a key item restored with them would be back by
+    # then): until then it spares them, and it is neither damage nor protection.
+    now = time.time()
+    report = collect(collector(inproc_backend, enc, now), grace=HOUR)
+    assert report.objects_deleted == 0 and not report.errors and not report.threads_protected
+    assert report.threads_orphaned_waiting == ["t"]
+    report = collect(collector(inproc_backend, enc, now + 2 * HOUR), grace=HOUR)
+    assert report.threads_orphaned == ["t"] and not report.errors
+    assert not [i for i in inproc_backend.items() if i["pk"]["S"] == "t"]
+    report = collect(collector(inproc_backend, enc, now + 4 * HOUR), grace=HOUR)
+    assert not report.errors and report.objects_deleted == len(objects)
+    assert not set(objects) & set(inproc_backend.object_keys())
 
     # The same thread id written again gets a new key, which opens none of the copies.
     again = inproc_backend.saver(encryption=Encryption(enc.ring))
-    for item in items:  # the restored index goes; the objects stay (a replica bucket)
-        inproc_backend.dynamodb().delete_item(
-            TableName=inproc_backend.table, Key={"pk": item["pk"], "sk": item["sk"]}
-        )
     put(again, "t", "a new start")
     again.run(thread_key(again, "t"))
     for key, body in objects.items():
@@ -97,9 +102,9 @@ def test_no_copy_of_a_deleted_thread_opens_and_gc_removes_its_objects(
             else:
                 ids = ("t", "", key.rsplit("/", 1)[1].split(".")[0])
                 sealed.open_body(again, ids, body, key)
-
-    # Without an index naming them, the collector removes every one of them.
-    report = collect(inproc_backend.saver(encryption=Encryption(enc.ring)), grace=0)
-    assert not report.errors and report.objects_deleted == len(objects)
-    assert not set(objects) & set(inproc_backend.object_keys())
     assert again.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}) is not None
+
+
+def collector(backend: Backend, enc: Encryption, at: float) -> Any:
+    """A saver for a collection run at time ``at`` (a new process)."""
+    return backend.saver(encryption=Encryption(enc.ring), clock=lambda: at)

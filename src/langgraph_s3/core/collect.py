@@ -21,6 +21,11 @@
    object. Condemnations are kept in ``{prefix}.gc/state`` (``.`` never starts an
    encoded thread segment, so it cannot collide with a thread).
 
+With encryption, a thread whose key does not load protects its folder and is
+reported (:mod:`langgraph_s3.core.unopened`), except what a shred left: sealed items
+in a partition without any key item (a warm saver wrote after another one deleted
+the thread). Those are deleted once older than ``grace``, and their objects swept.
+
 Only keys that match the saver's layout are ever considered: other objects in the
 bucket, or another saver's objects under a nested prefix, are never touched.
 See ``docs/retention.md``.
@@ -35,8 +40,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
-from langgraph_s3.core import lists
-from langgraph_s3.core.datakeys import thread_key
+from langgraph_s3.core import lists, unopened
 from langgraph_s3.core.entries import Envelope, Listed, Record
 from langgraph_s3.core.inventory import (
     last_activity_ms,
@@ -55,7 +59,6 @@ from langgraph_s3.core.objects import (
 from langgraph_s3.core.packs import objects_in
 from langgraph_s3.core.paging import delete_items
 from langgraph_s3.core.schema import (
-    KEK,
     SK,
     Row,
     checkpoint_ref,
@@ -72,9 +75,9 @@ from langgraph_s3.core.schema import (
 from langgraph_s3.core.scratch import Scratch
 from langgraph_s3.core.sealed import open_writes
 from langgraph_s3.errors import (
-    AccessDeniedError,
     DataKeyError,
     InvalidConfigError,
+    KeyVersionError,
     MissingObjectError,
     ObjectError,
 )
@@ -109,6 +112,11 @@ class GcReport:
     #: Threads whose folders were spared because their data key did not load, or
     #: their data is sealed and the run has no ``encryption=``: thread_id, reason.
     threads_protected: list[dict[str, str]] = field(default_factory=list)
+    #: Threads whose data key was shredded (no key item left) while sealed items of
+    #: theirs remained: those were deleted, and their objects left to the sweep.
+    threads_orphaned: list[str] = field(default_factory=list)
+    #: The same, written less than ``grace`` ago: nothing of them deleted yet.
+    threads_orphaned_waiting: list[str] = field(default_factory=list)
     objects: int = 0
     objects_referenced: int = 0
     objects_condemned: int = 0
@@ -134,6 +142,14 @@ class GcReport:
             if self.threads_protected
             else ""
         )
+        orphaned = (
+            f"; {len(self.threads_orphaned)} thread(s) whose data key was shredded: their "
+            f"leftovers {'would be ' if self.dry_run else ''}deleted "
+            f"({len(self.threads_orphaned_waiting)} more waiting out the "
+            "grace period)"
+            if self.threads_orphaned or self.threads_orphaned_waiting
+            else ""
+        )
         return (
             f"{self.threads} thread(s), {len(self.threads_expired)} expired"
             f" ({len(self.threads_kept_interrupted)} kept: waiting on an interrupt{shredded}); "
@@ -141,6 +157,7 @@ class GcReport:
             f"{self.objects_condemned} condemned (waiting out the grace period), "
             f"{verb} {self.objects_deleted} ({self.bytes_deleted} bytes) and "
             f"{self.orphan_writes} pending-write item(s) of checkpoints never committed"
+            + orphaned
             + (f"; {len(self.errors)} error(s)" if self.errors else "")
             + protected
         )
@@ -246,7 +263,9 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
             # find what they reference: it needs the thread's key. A key it cannot
             # load (refused, or KMS denies its use) protects the thread's folder.
             thread_id = thread_id_of(run.core.layout, items)
-            reason = yield from _unopened(run, thread_id, items)
+            reason = yield from unopened.reason(run.core, thread_id, items)
+            if reason is unopened.UNSEALED and (yield from _left_by_shred(run, thread_id, items)):
+                continue
             if reason is not None:
                 run.protected.append(run.core.layout.thread_prefix(thread_id))
                 run.report.threads_protected.append({"thread_id": thread_id, "reason": reason})
@@ -264,39 +283,21 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
     yield from _drop_orphans(run, orphans)
 
 
-def _unopened(run: _Run, thread_id: str, items: list[dict[str, Any]]) -> Flow[str | None]:
-    """Why the run cannot open a thread's data (None: it can, or it is not sealed)."""
-    if run.core.encryption is None:
-        # Its key items are in the index: its data is sealed, and reading it would
-        # fail object by object. Nothing to try.
-        keks = [i[KEK]["S"] for i in items if is_key_item(i) and KEK in i]
-        if keks:
-            return (
-                f"its data is sealed (client-side encryption; its data key was wrapped "
-                f"under {keks[-1]}) and this run has no encryption=: configure the key "
-                "ring that wrote it to collect inside it"
-            )
-        return None
-    try:
-        key = yield from thread_key(run.core, thread_id)
-    except DataKeyError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    except AccessDeniedError as exc:
-        # KMS may refuse one thread's key (a key policy, a grant, an encryption
-        # context condition): that protects the thread only. Denied S3 or DynamoDB
-        # access concerns the whole run, which stops.
-        if not exc.action.startswith("kms:"):
-            raise
-        return f"{type(exc).__name__}: {exc}"
-    if key is None and any(is_checkpoint_item(i) or is_writes_item(i) for i in items):
-        # Writers create a thread's key before its first object: a thread without
-        # one was written without encryption (reading it would fail object by object).
-        return (
-            "it has no data key item: it was stored without encryption, and this run "
-            "has encryption=, so it reads sealed data only; collect inside it with a run "
-            "without encryption="
+def _left_by_shred(run: _Run, thread_id: str, items: list[dict[str, Any]]) -> Flow[bool]:
+    """Whether a thread without key items holds what a shred left; deleted once older
+    than grace (:func:`langgraph_s3.core.unopened.settle`), its objects, unmarked, go
+    through the sweep. Until then its folder waits with them."""
+    core, report = run.core, run.report
+    left = yield from unopened.settle(
+        core, thread_id, items, now=run.now, grace=run.grace, dry_run=run.dry_run
+    )
+    if left == "waiting":
+        run.protected.append(core.layout.thread_prefix(thread_id))
+    if left is not None:
+        (report.threads_orphaned if left == "deleted" else report.threads_orphaned_waiting).append(
+            thread_id
         )
-    return None
+    return left is not None
 
 
 def _drop_orphans(run: _Run, orphans: list[dict[str, Any]]) -> Flow[None]:
@@ -330,6 +331,13 @@ def _mark_thread(
                 continue
             try:
                 records = _records(run, item, committed.get(checkpoint_ref(item)), items)
+            except KeyVersionError as exc:
+                # Sealed under a version re-encryption shredded, for a checkpoint that
+                # never committed: garbage once older than grace (above), and so are
+                # its blobs, sealed under that version too. Not damage.
+                if exc.newer or checkpoint_ref(item) in committed:
+                    _protect(run, folder, exc)
+                continue
             except (ObjectError, DataKeyError) as exc:
                 _protect(run, folder, exc)  # what it references is unknown
                 continue

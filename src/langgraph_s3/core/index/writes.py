@@ -329,6 +329,37 @@ class DeleteHead(_Conditional):
 
 
 @dataclass(frozen=True)
+class DeleteUnchanged(_Conditional):
+    """Delete an item if it was not written since it was read: its ``at`` is still
+    ``at`` (the number as read; None: it still has no ``at``). Result: whether it was
+    deleted.
+
+    The collector deletes what a shred left this way, so an item a writer wrote again
+    after the collector's scan stays.
+    """
+
+    table: str
+    pk: str
+    sk: str
+    at: str | None
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        if self.at is None:
+            condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(#at)"}
+        else:
+            condition = {
+                "ConditionExpression": "#at = :at",
+                "ExpressionAttributeValues": {":at": {"N": self.at}},
+            }
+        return "delete_item", {
+            "TableName": self.table,
+            "Key": key(self.pk, self.sk),
+            "ExpressionAttributeNames": {"#at": AT},
+            **condition,
+        }
+
+
+@dataclass(frozen=True)
 class UnlinkParent(_Conditional):
     """Forget a checkpoint item's parent link, if it still names ``parent``."""
 
