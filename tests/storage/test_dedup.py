@@ -8,8 +8,8 @@ blob and a second copy of the same content are caught.
 from __future__ import annotations
 
 import os
-import weakref
 import random
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypedDict

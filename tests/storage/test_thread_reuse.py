@@ -40,12 +40,15 @@ def test_a_thread_id_deleted_elsewhere_uploads_its_blobs_again(
     assert values(inproc_backend.saver(), config) == {"v": big}
 
 
-def test_a_first_checkpoint_alone_uploads_its_blobs_again(inproc_backend: Backend) -> None:
+@pytest.mark.parametrize("deleter", ["another saver", "the same saver"])
+def test_a_first_checkpoint_alone_uploads_its_blobs_again(
+    inproc_backend: Backend, deleter: str
+) -> None:
     """Without the read LangGraph does first: ``put`` of a checkpoint with no parent."""
     big = os.urandom(200_000)
     a = inproc_backend.saver()
     put(a, "t", big)
-    inproc_backend.saver().delete_thread("t")
+    (inproc_backend.saver() if deleter == "another saver" else a).delete_thread("t")
     config = put(a, "t", big)
     assert values(inproc_backend.saver(), config) == {"v": big}
 
@@ -63,17 +66,6 @@ def test_a_new_thread_leaves_what_the_saver_knows_of_other_threads(
     assert set(inproc_backend.object_keys()) == stored  # b's chunks and list re-used
 
 
-def test_a_thread_id_deleted_by_the_same_saver_uploads_its_blobs_again(
-    inproc_backend: Backend,
-) -> None:
-    big = os.urandom(200_000)
-    a = inproc_backend.saver()
-    put(a, "t", big)
-    a.delete_thread("t")
-    config = put(a, "t", big)
-    assert values(inproc_backend.saver(), config) == {"v": big}
-
-
 def test_the_async_saver_uploads_the_blobs_of_a_deleted_thread_id_again(
     server_backend: Backend,
 ) -> None:
@@ -81,8 +73,7 @@ def test_the_async_saver_uploads_the_blobs_of_a_deleted_thread_id_again(
 
     async def main() -> Any:
         async with server_backend.async_saver() as a:
-            cp = put_async(a, big)
-            await cp
+            await put_async(a, big)
             async with server_backend.async_saver() as b:
                 await b.adelete_thread("t")
             assert await a.aget_tuple(ROOT) is None
