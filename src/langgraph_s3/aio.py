@@ -291,16 +291,14 @@ class AsyncS3Saver(Driver):
 
     async def run(self, flow: Flow[T], call: Call | None = None) -> T:
         """Run a core flow to its end on this saver's clients; its result (see ``S3Saver.run``)."""
-        with span(self, call) as stats:
-            steps = Steps(flow)
+        with span(self, call) as stats, Steps(flow) as steps:
             for op in steps:
                 steps.answer(*await self._outcome(op, stats))
             return steps.result  # type: ignore[return-value]
 
     async def iterate(self, flow: Flow[Any], call: Call | None = None) -> AsyncIterator[Any]:
         """Run a core flow that emits results (``Emit``), yielding each one as it comes."""
-        with span(self, call) as stats:
-            steps = Steps(flow)
+        with span(self, call) as stats, Steps(flow) as steps:
             for op in steps:
                 for value in steps.emitted():
                     yield value
