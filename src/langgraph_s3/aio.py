@@ -255,7 +255,9 @@ class AsyncS3Saver(Driver):
             await asyncio.sleep(op.seconds)
             return None
         if isinstance(op, WAITS):
-            return await asyncio.wrap_future(op.pending)
+            # Shielded: cancelling this call must not cancel the shared future (which
+            # wrap_future would), or every other call waiting on it is cancelled too.
+            return await asyncio.shield(asyncio.wrap_future(op.pending))
         exchange = Exchange(self, op, self.endpoint_url, stats)
         try:
             client = exchange.on(await self._client(exchange.client_name))

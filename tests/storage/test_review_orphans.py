@@ -78,3 +78,36 @@ def test_a_writer_whose_read_found_no_key_does_not_seal_under_a_second_scope(
     fresh = inproc_backend.saver(encryption=Encryption(ring()))
     for config in configs:
         assert fresh.get_tuple(config) is not None
+
+
+async def test_a_read_cancelled_while_it_waits_for_a_key_load_leaves_the_other_waiters_be(
+    server_backend: Backend,
+) -> None:
+    """Three cold reads of one thread at once: the first loads its key, the two others
+    wait for that load (``WaitKey``). Cancelling one waiter cancels that read only:
+    the other one still gets the checkpoint, not a ``CancelledError`` of its own."""
+    config = put(server_backend.saver(encryption=ring()), "t", "v")
+    release, asked = asyncio.Event(), asyncio.Event()
+    async with server_backend.async_saver(encryption=Encryption(ring())) as saver:
+        outcome = saver._outcome
+
+        async def slow(op: Any, stats: Any) -> Any:
+            names = [type(o).__name__ for o in (op if isinstance(op, list) else [op])]
+            if names == ["Query", "Query"]:  # the key load, beside the checkpoint Query
+                asked.set()
+                await release.wait()
+            return await outcome(op, stats)
+
+        saver._outcome = slow
+        loader = asyncio.ensure_future(saver.aget_tuple(config))
+        await asked.wait()
+        cancelled, waiter = (asyncio.ensure_future(saver.aget_tuple(config)) for _ in range(2))
+        await asyncio.sleep(0.2)  # both wait for the load now
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        release.set()
+        got = await asyncio.gather(loader, waiter, cancelled, return_exceptions=True)
+    assert isinstance(got[2], asyncio.CancelledError)
+    for tup in got[:2]:
+        assert not isinstance(tup, BaseException), repr(got)
+        assert tup is not None and tup.checkpoint["channel_values"] == {"v": "v"}
