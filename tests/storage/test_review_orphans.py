@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 import pytest
 
 from langgraph_s3 import Encryption, KeyScopeError
+from langgraph_s3.gc import collect
 from langgraph_s3.sealing import StaticKeyRing
 from tests.conftest import Backend
 from tests.storage.test_sealed_storage import put
@@ -111,3 +113,39 @@ async def test_a_read_cancelled_while_it_waits_for_a_key_load_leaves_the_other_w
     for tup in got[:2]:
         assert not isinstance(tup, BaseException), repr(got)
         assert tup is not None and tup.checkpoint["channel_values"] == {"v": "v"}
+
+
+HOUR = 3600.0
+
+LATE_KEY = (
+    "a partition without key items whose sealed items are older than grace is deleted "
+    "in the first run that sees it; objects need two runs grace apart (condemned, then "
+    "deleted). A replica region behind by more than grace (catch-up after an outage; "
+    "global tables keep no order between items) can hold a live thread's data items "
+    "before its key item: the home collector deletes them and the deletes replicate to "
+    "every region. Proposed: condemn such a thread in the gc state first and delete it "
+    "only if it is still keyless in a run at least grace later (as objects), or mark a "
+    "shred with a tombstone item and treat only tombstoned partitions as leftovers"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=LATE_KEY)
+def test_a_thread_whose_key_item_arrives_late_loses_nothing_to_one_run(
+    inproc_backend: Backend,
+) -> None:
+    """A live thread whose key item has not replicated to the collector's region yet
+    (its data items have, older than grace) survives one collection run, as its
+    objects do: once the key item arrives the thread reads as before."""
+    start = time.time()
+    config = put(inproc_backend.saver(encryption=ring(), index_inline_limit=0), "t", "v")
+    ddb = inproc_backend.dynamodb()
+    keys = [i for i in inproc_backend.items() if i["sk"]["S"].startswith("k#")]
+    for item in keys:  # not replicated yet
+        ddb.delete_item(TableName=inproc_backend.table, Key={n: item[n] for n in ("pk", "sk")})
+    gc = inproc_backend.saver(encryption=Encryption(ring()), clock=lambda: start + 2 * HOUR)
+    report = collect(gc, grace=HOUR)
+    assert report.objects_deleted == 0  # its objects are only condemned
+    for item in keys:  # replicated now
+        ddb.put_item(TableName=inproc_backend.table, Item=item)
+    tup = inproc_backend.saver(encryption=Encryption(ring())).get_tuple(config)
+    assert tup is not None and tup.checkpoint["channel_values"] == {"v": "v"}
