@@ -1,5 +1,6 @@
-"""Adversarial checks of the shred-leftover collector and the cold key read
-(review of merges a94d6a4 and 69ac152): what must not lose data or hang."""
+"""Races around a thread's data key: calls cancelled during a key load or while
+waiting for one, a writer that took a read's 'no key', and a key item that arrives
+after its thread's data (what the shred-leftover collector must not take)."""
 
 from __future__ import annotations
 
