@@ -151,3 +151,28 @@ def test_a_thread_whose_key_item_arrives_late_loses_nothing_to_one_run(
         ddb.put_item(TableName=inproc_backend.table, Item=item)
     tup = inproc_backend.saver(encryption=Encryption(ring())).get_tuple(config)
     assert tup is not None and tup.checkpoint["channel_values"] == {"v": "v"}
+
+
+@pytest.mark.parametrize("sealed_first", [True, False])
+def test_a_keyless_thread_mixing_sealed_and_plain_checkpoints_is_not_a_shreds_leftover(
+    inproc_backend: Backend, sealed_first: bool
+) -> None:
+    """Sealed data beside data stored without encryption, in a partition without key
+    items, whichever body comes first: the thread is protected, nothing deleted (every
+    body in S3 is read, not the first alone)."""
+    start = time.time()
+    sealed = inproc_backend.saver(encryption=ring(), index_inline_limit=0)
+    plain = inproc_backend.saver(index_inline_limit=0)
+    first, second = (sealed, plain) if sealed_first else (plain, sealed)
+    config = put(first, "t", "one")
+    put(second, "t", "two", config)
+    ddb = inproc_backend.dynamodb()
+    for item in inproc_backend.items():
+        if item["sk"]["S"].startswith("k#"):  # shredded since
+            ddb.delete_item(TableName=inproc_backend.table, Key={n: item[n] for n in ("pk", "sk")})
+    before = inproc_backend.items()
+    gc = inproc_backend.saver(encryption=Encryption(ring()), clock=lambda: start + 2 * HOUR)
+    report = collect(gc, grace=HOUR)
+    assert report.threads_orphaned == [] and report.threads_orphaned_waiting == []
+    assert [p["thread_id"] for p in report.threads_protected] == ["t"]
+    assert len(inproc_backend.items()) == len(before)
