@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from typing import Any
 
@@ -176,3 +177,27 @@ def test_a_keyless_thread_mixing_sealed_and_plain_checkpoints_is_not_a_shreds_le
     assert report.threads_orphaned == [] and report.threads_orphaned_waiting == []
     assert [p["thread_id"] for p in report.threads_protected] == ["t"]
     assert len(inproc_backend.items()) == len(before)
+
+
+@pytest.mark.parametrize("late", ["checkpoint", "writes of a committed one"])
+def test_what_a_warm_saver_commits_under_a_shredded_version_stays_protected(
+    inproc_backend: Backend, late: str
+) -> None:
+    """A warm saver writes a checkpoint, or pending writes of a committed one, under
+    version 1 after re-encryption shredded it: damage, not garbage. The collector
+    reports it and deletes nothing of the thread, however old."""
+    start = time.time()
+    warm = inproc_backend.saver(encryption=Encryption(ring()), index_inline_limit=0)
+    config = put(warm, "t", "v")
+    assert inproc_backend.saver(encryption=Encryption(ring())).reencrypt_thread("t").version == 2
+    if late == "checkpoint":
+        put(warm, "t", "late", config)
+    else:  # a blob of its own, which only this item references
+        warm.put_writes(config, [("v", os.urandom(60_000))], "task-1")
+    items, objects = len(inproc_backend.items()), set(inproc_backend.object_keys())
+    for at in (start + 2 * HOUR, start + 4 * HOUR):
+        gc = inproc_backend.saver(encryption=Encryption(ring()), clock=lambda at=at: at)
+        report = collect(gc, grace=HOUR)
+        assert report.errors and report.orphan_writes == 0 and report.objects_deleted == 0
+    assert len(inproc_backend.items()) == items
+    assert objects <= set(inproc_backend.object_keys())
