@@ -255,7 +255,9 @@ class AsyncS3Saver(Driver):
             await asyncio.sleep(op.seconds)
             return None
         if isinstance(op, WAITS):
-            return await asyncio.wrap_future(op.pending)
+            # Shielded: cancelling this call must not cancel the shared future (which
+            # wrap_future would), or every other call waiting on it is cancelled too.
+            return await asyncio.shield(asyncio.wrap_future(op.pending))
         exchange = Exchange(self, op, self.endpoint_url, stats)
         try:
             client = exchange.on(await self._client(exchange.client_name))
@@ -291,16 +293,14 @@ class AsyncS3Saver(Driver):
 
     async def run(self, flow: Flow[T], call: Call | None = None) -> T:
         """Run a core flow to its end on this saver's clients; its result (see ``S3Saver.run``)."""
-        with span(self, call) as stats:
-            steps = Steps(flow)
+        with span(self, call) as stats, Steps(flow) as steps:
             for op in steps:
                 steps.answer(*await self._outcome(op, stats))
             return steps.result  # type: ignore[return-value]
 
     async def iterate(self, flow: Flow[Any], call: Call | None = None) -> AsyncIterator[Any]:
         """Run a core flow that emits results (``Emit``), yielding each one as it comes."""
-        with span(self, call) as stats:
-            steps = Steps(flow)
+        with span(self, call) as stats, Steps(flow) as steps:
             for op in steps:
                 for value in steps.emitted():
                     yield value

@@ -90,7 +90,11 @@ class Steps(Generic[T]):
     a driver gives them to its caller before it performs the next request.
 
     An error answered to a request is thrown into the flow at once, so its cleanup
-    (``finally``) runs before the error reaches the caller.
+    (``finally``) runs before the error reaches the caller. Used as a context manager,
+    it closes the flow on the way out, so its cleanup runs too when the driver stops
+    stepping it: a cancelled call (``CancelledError``), an interrupt, an abandoned
+    iteration. A key load left open would hold its claim
+    (``Encryption.loading``): every later call for the thread would wait for it.
     """
 
     def __init__(self, flow: Flow[T]) -> None:
@@ -102,6 +106,12 @@ class Steps(Generic[T]):
 
     def __iter__(self) -> Iterator[Any]:
         return self
+
+    def __enter__(self) -> Steps[T]:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._flow.close()  # nothing for a flow that returned
 
     def __next__(self) -> Any:
         while True:

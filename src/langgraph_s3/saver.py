@@ -227,16 +227,14 @@ class S3Saver(Driver):
         :mod:`langgraph_s3.core` on this saver's clients. ``call`` names it for
         tracing (:mod:`langgraph_s3.tracing`): one span per call.
         """
-        with span(self, call) as stats:
-            steps = Steps(flow)
+        with span(self, call) as stats, Steps(flow) as steps:
             for op in steps:
                 steps.answer(*self._outcome(op, stats))
             return steps.result  # type: ignore[return-value]
 
     def iterate(self, flow: Flow[Any], call: Call | None = None) -> Iterator[Any]:
         """Run a core flow that emits results (``Emit``), yielding each one as it comes."""
-        with span(self, call) as stats:
-            steps = Steps(flow)
+        with span(self, call) as stats, Steps(flow) as steps:
             for op in steps:
                 yield from steps.emitted()
                 steps.answer(*self._outcome(op, stats))

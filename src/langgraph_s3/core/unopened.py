@@ -14,8 +14,9 @@ So a partition that holds sealed data but **no key item at all** lost its key af
 that data was written: a warm saver, which keeps a loaded key for ``key_ttl``, went on
 writing after another saver deleted the thread, or the items came back from a backup
 or replica that did not hold the key. No reader opens them (a reader never creates a
-key, and a new writer creates a new one), so they are garbage once they are older
-than the collector's grace period.
+key, and a new writer creates a new one, or for a tenant's thread a new reference,
+under which they would reappear in a thread that was deleted), so they are garbage
+once they are older than the collector's grace period.
 
 Nothing here decides that a thread which still has a key item is garbage, whatever
 it holds; nor one whose data is stored without encryption, or says nothing either way.
