@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from langgraph_s3.core.collect import DEFAULT_GRACE, STATE_KEY, GcReport, Progress, collect_flow
+from langgraph_s3.core.collect import DEFAULT_GRACE, STATE_KEY, Progress, collect_flow
+from langgraph_s3.core.gcreport import GcReport
 from langgraph_s3.errors import DamageFoundError, InvalidConfigError
 from langgraph_s3.tracing import Call
 

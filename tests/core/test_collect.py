@@ -16,7 +16,8 @@ import pytest
 
 from langgraph_s3 import codec
 from langgraph_s3.core import SaverCore, collect, lists, schema
-from langgraph_s3.core.collect import STATE_KEY, GcReport, collect_flow
+from langgraph_s3.core.collect import KEYLESS, STATE_KEY, collect_flow
+from langgraph_s3.core.gcreport import GcReport
 from langgraph_s3.core.index import BatchWrite, DeleteUnchanged, Page, Query, ScanSegment
 from langgraph_s3.errors import InvalidConfigError
 from langgraph_s3.operations import ListPage, S3Delete, S3Get, S3List, S3Put
@@ -769,15 +770,23 @@ def test_with_encryption_a_sealed_thread_without_key_items_is_collected_after_gr
     report = storage.run(tmp_path, at=T0 + 60, grace=HOUR)
     assert report.threads_orphaned_waiting == ["t1"] and not report.threads_protected, report
     assert not [op for op in storage.sent if isinstance(op, (DeleteUnchanged, S3Delete))]
-    assert storage.condemned() == {} and storage.has_item(c1) and storage.has_item(w1)
+    # Found once: recorded in the state, as a condemned object is, not deleted.
+    assert storage.condemned() == {KEYLESS + "t1/": T0 + 60}
+    assert storage.has_item(c1) and storage.has_item(w1)
     # What it asked: the key items (the loader's query, then one that also sees a
-    # tenant reference), and the checkpoint's body, whose object says it is sealed.
+    # tenant reference), the state (read once: when first needed), and the
+    # checkpoint's body, whose object says it is sealed.
     queries = [op for op in storage.sent if isinstance(op, Query)]
     assert [(q.limit, q.keys_only) for q in queries] == [(None, False), (1, True)]
     assert [op.key for op in storage.sent if isinstance(op, S3Get)] == [
+        STATE_KEY,
         *[k for k in c1.objects if "/c/" in k],
-        STATE_KEY,  # the sweep's
     ]
+    # A run sooner than grace after the first finding waits, though the items are
+    # older than grace by then.
+    report = storage.run(tmp_path, at=T0 + 60 + HOUR - 1, grace=HOUR)
+    assert report.threads_orphaned_waiting == ["t1"] and storage.has_item(c1)
+    assert storage.condemned() == {KEYLESS + "t1/": T0 + 60}  # since the first
 
     report = storage.run(tmp_path, at=T0 + DAY, grace=HOUR, dry_run=True)
     assert report.threads_orphaned == ["t1"] and "leftovers would be deleted" in report.summary()
@@ -786,6 +795,6 @@ def test_with_encryption_a_sealed_thread_without_key_items_is_collected_after_gr
     deletes = [op for op in storage.sent if isinstance(op, DeleteUnchanged)]
     assert len(deletes) == 3 and not [k for k in storage.items if k[0] == "t1"]  # c1, head, w1
     assert "1 thread(s) whose data key was shredded: their leftovers deleted" in report.summary()
-    assert set(storage.condemned()) == {*c1.objects, *w1.objects}
+    assert set(storage.condemned()) == {*c1.objects, *w1.objects}  # and t1 no longer
     storage.run(tmp_path, at=T0 + 2 * DAY, grace=HOUR)
     assert not [k for k in storage.objects if k.startswith("t1/")]

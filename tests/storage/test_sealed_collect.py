@@ -170,7 +170,9 @@ def test_what_a_warm_saver_writes_after_expiry_shredded_the_thread_is_collected_
     put(warm, "t", os.urandom(40_000), config)  # it still holds the key
     left = thread_items(inproc_backend, "t")
     assert left and not [i for i in left if i["sk"]["S"].startswith("k#")]
-    report = collect(collector(inproc_backend, ring, start + 2 * HOUR), grace=HOUR)
+    first = collect(collector(inproc_backend, ring, start + 2 * HOUR), grace=HOUR)
+    assert first.threads_orphaned_waiting == ["t"] and thread_items(inproc_backend, "t")
+    report = collect(collector(inproc_backend, ring, start + 4 * HOUR), grace=HOUR)
     assert report.threads_orphaned == ["t"] and not report.threads_protected
     assert not thread_items(inproc_backend, "t")
 
@@ -189,10 +191,13 @@ def test_the_requests_a_shreds_leftovers_cost(
     ring, start = a_ring(), time.time()
     written_after_delete(inproc_backend, ring, "own")
     items = len(thread_items(inproc_backend, "t"))
+    assert collect(
+        collector(inproc_backend, ring, start + 2 * HOUR), grace=HOUR
+    ).threads_orphaned_waiting == ["t"]
     ddb, s3 = request_log.attach(inproc_backend.dynamodb()), request_log.attach(inproc_backend.s3())
     gc = inproc_backend.saver(
         encryption=Encryption(ring),
-        clock=lambda: start + 2 * HOUR,
+        clock=lambda: start + 4 * HOUR,
         dynamodb_client=ddb,
         s3_client=s3,
     )
@@ -269,8 +274,9 @@ def test_an_item_written_again_after_the_scan_is_not_deleted(inproc_backend: Bac
             rewritten.append(item["sk"]["S"])
 
     ddb.meta.events.register("provide-client-params.dynamodb.DeleteItem", write_first)
+    collect(collector(inproc_backend, ring, start + 2 * HOUR), grace=HOUR)  # first found
     gc = inproc_backend.saver(
-        encryption=Encryption(ring), clock=lambda: start + 2 * HOUR, dynamodb_client=ddb
+        encryption=Encryption(ring), clock=lambda: start + 4 * HOUR, dynamodb_client=ddb
     )
     report = collect(gc, grace=HOUR)
     assert report.threads_orphaned_waiting == ["t"] and report.threads_orphaned == []
@@ -304,10 +310,11 @@ def test_writes_left_under_a_version_reencryption_shredded_are_garbage_not_damag
 async def test_the_async_collector_deletes_a_shreds_leftovers_too(server_backend: Backend) -> None:
     ring, start = a_ring(), time.time()
     objects = written_after_delete(server_backend, ring, "own")
-    async with server_backend.async_saver(
-        encryption=Encryption(ring), clock=lambda: start + 2 * HOUR
-    ) as gc:
-        report = await acollect(gc, grace=HOUR)
+    for at in (start + 2 * HOUR, start + 4 * HOUR):  # found, then deleted: grace apart
+        async with server_backend.async_saver(
+            encryption=Encryption(ring), clock=lambda at=at: at
+        ) as gc:
+            report = await acollect(gc, grace=HOUR)
     assert report.threads_orphaned == ["t"] and not report.errors
     assert thread_items(server_backend, "t") == []
     assert set(objects) <= set(server_backend.object_keys())  # swept by a later run

@@ -406,7 +406,7 @@ def gc(
     Without --kms-key, encrypted threads are left as they are (exit 2: pass
     --kms-key to collect inside them); deleted and expired ones are still collected,
     and with --kms-key so is what a run wrote to a thread after it was deleted, once
-    older than --grace (reported: threads_orphaned).
+    two runs --grace apart found it (reported: threads_orphaned).
     Example: langgraph-s3 --url s3://my-bucket/agents/?table=t gc --idle-ttl 30d --dry-run
     """
     from langgraph_s3.gc import collect, parse_duration

@@ -24,7 +24,9 @@
 With encryption, a thread whose key does not load protects its folder and is
 reported (:mod:`langgraph_s3.core.unopened`), except what a shred left: sealed items
 in a partition without any key item (a warm saver wrote after another one deleted
-the thread). Those are deleted once older than ``grace``, and their objects swept.
+the thread). Those are deleted once two runs ``grace`` apart have found them so
+(recorded in the state, as condemned objects are) and they are older than ``grace``,
+and their objects swept.
 
 Only keys that match the saver's layout are ever considered: other objects in the
 bucket, or another saver's objects under a nested prefix, are never touched.
@@ -36,12 +38,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import lists, unopened
 from langgraph_s3.core.entries import Envelope, Listed, Record
+from langgraph_s3.core.gcreport import GcReport
 from langgraph_s3.core.inventory import (
     last_activity_ms,
     scan_items,
@@ -88,6 +91,9 @@ if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
 
 STATE_KEY = ".gc/state"
+#: In the state, before a thread folder: a thread whose items are a shred's leftovers
+#: (``.`` never starts an object key after the prefix, so no object key is one).
+KEYLESS = ".keyless/"
 DEFAULT_GRACE = 3600.0
 _OBJECT_KEY = re.compile(rf"[^/]+/(?:{THREAD_OBJECT})")
 #: Checkpoints whose objects are read in one round trip while marking.
@@ -97,73 +103,6 @@ _ORPHAN_BATCH = 1000
 
 #: ``(stage, done, total)``: stages ``scan``, ``mark``, ``sweep``; total 0 when not known.
 Progress = Callable[[str, int, int], None]
-
-
-@dataclass
-class GcReport:
-    """What a collection run did (or, with ``dry_run``, would do)."""
-
-    dry_run: bool
-    threads: int = 0
-    threads_expired: list[str] = field(default_factory=list)
-    threads_kept_interrupted: list[str] = field(default_factory=list)
-    #: Expired threads whose data key items were deleted with them (shredded).
-    threads_shredded: list[str] = field(default_factory=list)
-    #: Threads whose folders were spared because their data key did not load, or
-    #: their data is sealed and the run has no ``encryption=``: thread_id, reason.
-    threads_protected: list[dict[str, str]] = field(default_factory=list)
-    #: Threads whose data key was shredded (no key item left) while sealed items of
-    #: theirs remained: those were deleted, and their objects left to the sweep.
-    threads_orphaned: list[str] = field(default_factory=list)
-    #: The same, written less than ``grace`` ago: nothing of them deleted yet.
-    threads_orphaned_waiting: list[str] = field(default_factory=list)
-    objects: int = 0
-    objects_referenced: int = 0
-    objects_condemned: int = 0
-    objects_deleted: int = 0
-    bytes_deleted: int = 0
-    orphan_writes: int = 0
-    errors: list[str] = field(default_factory=list)
-    #: Size of the run's scratch file on local disk at its end (size ``/tmp`` by it).
-    scratch_bytes: int = 0
-
-    def summary(self) -> str:
-        verb = "would delete" if self.dry_run else "deleted"
-        shredded = (
-            f", {len(self.threads_shredded)} of them {'would be ' if self.dry_run else ''}"
-            "shredded (data keys deleted)"
-            if self.threads_shredded
-            else ""
-        )
-        protected = (
-            f"; {len(self.threads_protected)} thread(s) protected, their objects spared "
-            f"(first, thread {self.threads_protected[0]['thread_id']!r}: "
-            f"{self.threads_protected[0]['reason']})"
-            if self.threads_protected
-            else ""
-        )
-        orphaned = (
-            f"; {len(self.threads_orphaned)} thread(s) whose data key was shredded: their "
-            f"leftovers {'would be ' if self.dry_run else ''}deleted "
-            f"({len(self.threads_orphaned_waiting)} more waiting out the "
-            "grace period)"
-            if self.threads_orphaned or self.threads_orphaned_waiting
-            else ""
-        )
-        return (
-            f"{self.threads} thread(s), {len(self.threads_expired)} expired"
-            f" ({len(self.threads_kept_interrupted)} kept: waiting on an interrupt{shredded}); "
-            f"{self.objects} object(s), {self.objects_referenced} referenced, "
-            f"{self.objects_condemned} condemned (waiting out the grace period), "
-            f"{verb} {self.objects_deleted} ({self.bytes_deleted} bytes) and "
-            f"{self.orphan_writes} pending-write item(s) of checkpoints never committed"
-            + orphaned
-            + (f"; {len(self.errors)} error(s)" if self.errors else "")
-            + protected
-        )
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
 
 
 def collect_flow(
@@ -214,6 +153,17 @@ class _Run:
     protected: list[str] = field(default_factory=list)
     #: Chunk lists found but not read yet: (thread folder, entry).
     listed: list[tuple[str, Listed]] = field(default_factory=list)
+    #: The state the previous run left (:data:`STATE_KEY`; None: not read yet), and
+    #: what this run adds to it besides condemned objects: for a thread whose items are
+    #: a shred's leftovers, :data:`KEYLESS` + its folder -> when first found so.
+    before: dict[str, float] | None = None
+    after: dict[str, float] = field(default_factory=dict)
+
+    def state(self) -> Flow[dict[str, float]]:
+        """The previous run's state, read when first needed."""
+        if self.before is None:
+            self.before = yield from _read_state(self.core)
+        return self.before
 
     def tick(self, stage: str, done: int, total: int) -> None:
         if self.progress is not None:
@@ -288,11 +238,14 @@ def _left_by_shred(run: _Run, thread_id: str, items: list[dict[str, Any]]) -> Fl
     than grace (:func:`langgraph_s3.core.unopened.settle`), its objects, unmarked, go
     through the sweep. Until then its folder waits with them."""
     core, report = run.core, run.report
+    folder = core.layout.thread_prefix(thread_id)
+    since = (yield from run.state()).get(KEYLESS + folder, run.now)
     left = yield from unopened.settle(
-        core, thread_id, items, now=run.now, grace=run.grace, dry_run=run.dry_run
+        core, thread_id, items, now=run.now, since=since, grace=run.grace, dry_run=run.dry_run
     )
     if left == "waiting":
-        run.protected.append(core.layout.thread_prefix(thread_id))
+        run.protected.append(folder)
+        run.after[KEYLESS + folder] = since
     if left is not None:
         (report.threads_orphaned if left == "deleted" else report.threads_orphaned_waiting).append(
             thread_id
@@ -430,13 +383,7 @@ def _sweep(run: _Run, protected: tuple[str, ...]) -> Flow[None]:
     before the next page is read.
     """
     core = run.core
-    state_key = core.layout.prefix + STATE_KEY
-    state_body = (yield from get_objects(core, [state_key]))[0]
-    before: dict[str, float] = (
-        json.loads(codec.unframe(state_body, key=state_key, kind=codec.KIND_BLOB))
-        if state_body
-        else {}
-    )
+    before = yield from run.state()
     now: dict[str, float] = {}
 
     def sweep_page(listing: list[tuple[str, float, int]]) -> Flow[None]:
@@ -448,7 +395,18 @@ def _sweep(run: _Run, protected: tuple[str, ...]) -> Flow[None]:
     yield from list_pages(core, core.layout.prefix, sweep_page)
     run.report.objects_condemned = len(now)
     if not run.dry_run:
-        yield S3Put(state_key, codec.frame(codec.KIND_BLOB, json.dumps(now).encode(), 3))
+        state = json.dumps({**now, **run.after}).encode()
+        yield S3Put(core.layout.prefix + STATE_KEY, codec.frame(codec.KIND_BLOB, state, 3))
+
+
+def _read_state(core: SaverCore) -> Flow[dict[str, float]]:
+    """What the previous run left in :data:`STATE_KEY` (nothing: an empty state)."""
+    state_key = core.layout.prefix + STATE_KEY
+    body = (yield from get_objects(core, [state_key]))[0]
+    if body is None:
+        return {}
+    state: dict[str, float] = json.loads(codec.unframe(body, key=state_key, kind=codec.KIND_BLOB))
+    return state
 
 
 def _judge(

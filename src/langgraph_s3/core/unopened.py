@@ -16,7 +16,8 @@ writing after another saver deleted the thread, or the items came back from a ba
 or replica that did not hold the key. No reader opens them (a reader never creates a
 key, and a new writer creates a new one, or for a tenant's thread a new reference,
 under which they would reappear in a thread that was deleted), so they are garbage
-once they are older than the collector's grace period.
+once two collection runs ``grace`` apart have found them so, and they are older than
+the grace period.
 
 Nothing here decides that a thread which still has a key item is garbage, whatever
 it holds; nor one whose data is stored without encryption, or says nothing either way.
@@ -174,21 +175,28 @@ def settle(
     items: Sequence[Mapping[str, Any]],
     *,
     now: float,
+    since: float,
     grace: float,
     dry_run: bool,
 ) -> Flow[Literal["deleted", "waiting"] | None]:
-    """Delete a thread's items if they are what a shred left and the newest is older
-    than ``grace`` seconds at ``now`` (a key item on its way, or replicating from
-    another region, has arrived by then).
+    """Delete a thread's items if they are what a shred left, were found so by a run
+    at least ``grace`` seconds before ``now`` (``since``: the first run that did; the
+    collector keeps it in its state, as it does for condemned objects), and the newest
+    is older than ``grace`` too.
+
+    Two observations ``grace`` apart, as for objects: a key item on its way has
+    arrived by then, also one replicating from another region after data items that
+    reached the collector's region first (a region catching up after an outage
+    replicates old items, which the items' own ``at`` would call old at once).
 
     Returns:
         None: they are not a shred's leftovers (nothing done); ``"waiting"``: they
-        are, but young, or one was written again since it was read (it stays);
-        ``"deleted"`` (with ``dry_run``: would be).
+        are, but not yet observed for ``grace``, or young, or one was written again
+        since it was read (it stays); ``"deleted"`` (with ``dry_run``: would be).
     """
     if not ((yield from keyless(core, thread_id)) and (yield from sealed_only(core, items))):
         return None
-    if now * 1000 - newest_ms(items) < grace * 1000:
+    if now - since < grace or now * 1000 - newest_ms(items) < grace * 1000:
         return "waiting"
     stayed = 0 if dry_run else (yield from delete_unchanged(core, items))
     return "waiting" if stayed else "deleted"
