@@ -1,0 +1,488 @@
+"""A model test of warm savers sharing one bucket and table: Hypothesis drives two or
+three ``S3Saver`` instances (as warm Lambda containers, each with its own caches)
+through puts, pending writes, forks, deletes, copies, prunes, ``delete_for_runs``
+and garbage collection, and after every step compares what each of them, and a
+cold saver, reads with an ``InMemorySaver`` that saw the same calls (the model;
+``copy_thread``, ``prune`` and ``delete_for_runs``, which it does not implement, are
+applied to its storage by hand).
+
+What it hunts: a cache that vouches for stored state (``core/state.py`` ``Caches``,
+``Encryption.keys``) and goes stale through another saver's call, so that a later
+put names an object that is gone, or a read returns other values.
+
+Time is a test clock (``Clock``): the savers' caches trust what they know for
+``TTL`` test seconds, and the collector runs with ``GRACE``, which keeps the
+documented rule ``grace > 2 x (cache_ttl + longest put)`` by a wide margin (a put
+here takes well under a second). A rule advances the clock.
+
+The documented limit of thread deletion is kept too: without encryption, a saver
+other than the one that deleted a thread does not write that thread id again within
+``TTL`` of the deletion (docs/retention.md, "Limits"). With encryption that is safe
+(docs/security.md: a first checkpoint, or a read finding none, reloads the key and
+forgets the thread), so the encrypted variant has no such wait.
+
+``LGS3_MODEL_EXAMPLES`` sets the number of examples (default below), and
+``LGS3_MODEL_STEPS`` the steps per example.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.memory import InMemorySaver
+from moto import mock_aws
+
+from langgraph_s3 import Encryption, S3Saver, SealedObjectError, ThreadExistsError, gc
+from langgraph_s3.sealing import StaticKeyRing
+from tests.conftest import REGION, Backend
+from tests.storage.test_sealed_storage import put
+
+EXAMPLES = int(os.environ.get("LGS3_MODEL_EXAMPLES", "12"))
+STEPS = int(os.environ.get("LGS3_MODEL_STEPS", "25"))
+
+#: test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere fails.
+KNOWN_STALE_KEY_READ = True
+
+SAVERS = 3
+THREADS = ("t1", "t2", "t3")
+RUNS = ("r1", "r2", "r3")
+TASKS = ("task-a", "task-b")
+#: Test seconds a saver trusts what it knows exists (its ``cache_ttl``) ...
+TTL = 60.0
+#: ... and the collector's grace: more than 2 x (TTL + the longest put).
+GRACE = 300.0
+
+
+def _noise(seed: str, n: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def _message(i: int) -> dict[str, str]:
+    rng = random.Random(f"message-{i}")
+    words = " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "omega"]) for _ in range(400))
+    return {"role": ("user", "ai")[i % 2], "content": f"{i}: {words} {rng.getrandbits(64):x}"}
+
+
+#: Channel values, the same in every thread and saver (so blobs recur): small values
+#: (in the body), a 40 KB value (one blob), 200 KB values (chunks), and a message list
+#: that grows by appending (pieces, then stable chunks).
+SMALL: list[Any] = ["hi", 7, {"k": "v"}, "x" * 300]
+DOC = [_noise(f"doc-{i}", 40_000) for i in range(2)]
+BIG = [_noise(f"big-{i}", 200_000) for i in range(2)]
+MESSAGES = [_message(i) for i in range(120)]
+CHANNELS = ("small", "doc", "big", "msgs")
+
+changes_st = st.lists(
+    st.tuples(st.sampled_from(CHANNELS), st.integers(0, 3)), min_size=1, max_size=3
+)
+saver_st = st.integers(0, SAVERS - 1)
+thread_st = st.sampled_from(THREADS)
+
+
+def new_value(channel: str, i: int, old: Any) -> Any:
+    """Channel ``channel``'s next value: a pick from its pool, or for ``msgs`` the
+    list with ``4 * i`` more messages (``i == 0``: empty again)."""
+    if channel == "small":
+        return SMALL[i]
+    if channel == "doc":
+        return DOC[i % 2]
+    if channel == "big":
+        return BIG[i % 2]
+    if i == 0:
+        return []
+    old = list(old or [])
+    return old + [MESSAGES[(len(old) + j) % len(MESSAGES)] for j in range(4 * i)]
+
+
+def cfg(thread: str, cid: str | None = None) -> Any:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if cid is not None:
+        conf["checkpoint_id"] = cid
+    return {"configurable": conf}
+
+
+def summary(tup: CheckpointTuple | None) -> Any:
+    """What a reader must agree on: ids, values, versions, metadata, parent, writes."""
+    if tup is None:
+        return None
+    cp = tup.checkpoint
+    parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+    return {
+        "id": cp["id"],
+        "config": tup.config["configurable"].get("checkpoint_id"),
+        "values": cp["channel_values"],
+        "versions": cp["channel_versions"],
+        "metadata": tup.metadata,
+        "parent": parent,
+        "writes": list(tup.pending_writes or []),
+    }
+
+
+class Clock:
+    """Wall and monotonic time, both moved forward together by ``advance``."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+
+class Storage:
+    """One bucket and table (in the test's moto), and the clients every saver shares."""
+
+    s3: Any = None
+    dynamodb: Any = None
+    ring: StaticKeyRing | None = None
+    counter = 0
+
+    @classmethod
+    def clients(cls) -> None:
+        if cls.s3 is None:
+            cls.s3 = boto3.client("s3", region_name=REGION)
+            cls.dynamodb = boto3.client("dynamodb", region_name=REGION)
+
+
+class TwoSavers(RuleBasedStateMachine):
+    """Warm savers A, B, C over one bucket and table, checked against ``InMemorySaver``."""
+
+    encrypted = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        Storage.clients()
+        Storage.counter += 1
+        self.bucket = self.table = f"model-{Storage.counter}-{random.getrandbits(32):08x}"
+        self.ring = StaticKeyRing({"r": os.urandom(32)}, current="r") if self.encrypted else None
+        self.clock = Clock()
+        self.new_saver().setup()
+        self.savers = [self.new_saver() for _ in range(SAVERS)]
+        self.model = InMemorySaver()
+        #: run id of each checkpoint the model holds (for delete_for_runs).
+        self.run_of: dict[str, str] = {}
+        #: (saver, thread) -> test time until which the saver must not write the thread
+        #: (another saver deleted it; docs/retention.md), without encryption.
+        self.wait_until: dict[tuple[int, str], float] = {}
+        self.log: list[str] = []
+        #: (saver, thread) -> the last checkpoint of the saver's run on the thread.
+        self.running: dict[tuple[int, str], CheckpointTuple] = {}
+
+    def new_saver(self) -> S3Saver:
+        saver = S3Saver(
+            bucket=self.bucket,
+            table=self.table,
+            s3_client=Storage.s3,
+            dynamodb_client=Storage.dynamodb,
+            cache_ttl=TTL,
+            clock=self.clock.time,
+            encryption=None if self.ring is None else Encryption(self.ring),
+        )
+        # The caches time their entries with their own monotonic clock: the test's.
+        for cache in vars(saver.caches).values():
+            cache._clock = self.clock.monotonic
+        return saver
+
+    # ------------------------------------------------------------------ the model
+    def model_threads(self) -> list[str]:
+        return [t for t in THREADS if self.model_ids(t)]
+
+    def model_ids(self, thread: str) -> list[str]:
+        return [t.config["configurable"]["checkpoint_id"] for t in self.model.list(cfg(thread))]
+
+    def may_write(self, s: int, thread: str) -> bool:
+        return self.clock.time() > self.wait_until.get((s, thread), 0.0)
+
+    # ------------------------------------------------------------------ the rules
+    @rule(s=saver_st, thread=thread_st, changes=changes_st, run=st.sampled_from(RUNS))
+    def put_latest(self, s: int, thread: str, changes: list[tuple[str, int]], run: str) -> None:
+        """A superstep as LangGraph runs it: read the latest, put after it."""
+        if not self.may_write(s, thread):
+            return
+        tup = self.savers[s].get_tuple(cfg(thread))
+        assert summary(tup) == summary(self.model.get_tuple(cfg(thread)))
+        self.put_after(s, thread, tup, changes, run)
+
+    @rule(
+        s=saver_st,
+        thread=thread_st,
+        pos=st.integers(0, 50),
+        changes=changes_st,
+        run=st.sampled_from(RUNS),
+    )
+    def fork(self, s: int, thread: str, pos: int, changes: list[Any], run: str) -> None:
+        """Time travel: put after an older checkpoint, read first."""
+        ids = self.model_ids(thread)
+        if not ids or not self.may_write(s, thread):
+            return
+        cid = ids[pos % len(ids)]
+        tup = self.savers[s].get_tuple(cfg(thread, cid))
+        assert tup is not None
+        self.put_after(s, thread, tup, changes, run)
+
+    @rule(s=saver_st, thread=thread_st, changes=changes_st)
+    def superstep(self, s: int, thread: str, changes: list[tuple[str, int]]) -> None:
+        """The next superstep of a run: put after the run's last checkpoint, unread
+        (as LangGraph does within one invoke), while it is still the thread's latest."""
+        tup = self.running.get((s, thread))
+        latest = self.model.get_tuple(cfg(thread))
+        if tup is None or latest is None or latest.checkpoint["id"] != tup.checkpoint["id"]:
+            return
+        self.put_after(s, thread, tup, changes, str(tup.metadata["run_id"]))
+
+    def put_after(
+        self, s: int, thread: str, tup: CheckpointTuple | None, changes: list[Any], run: str
+    ) -> None:
+        saver = self.savers[s]
+        values = dict(tup.checkpoint["channel_values"]) if tup else {}
+        versions = dict(tup.checkpoint["channel_versions"]) if tup else {}
+        new_versions = {}
+        for channel, i in changes:
+            values[channel] = new_value(channel, i, values.get(channel))
+            versions[channel] = new_versions[channel] = saver.get_next_version(
+                versions.get(channel), None
+            )
+        cp = empty_checkpoint()
+        cp["id"] = str(uuid6(clock_seq=len(self.log)))
+        cp["channel_values"] = values
+        cp["channel_versions"] = versions
+        step = tup.metadata.get("step", 0) + 1 if tup else 0
+        metadata: Any = {"source": "loop", "step": step, "run_id": run}
+        config = tup.config if tup else cfg(thread)
+        self.log.append(f"{'ABC'[s]}.put({thread}, {sorted(new_versions)}, {run})")
+        got = saver.put(config, copy.deepcopy(cp), dict(metadata), dict(new_versions))
+        want = self.model.put(config, copy.deepcopy(cp), dict(metadata), dict(new_versions))
+        assert got["configurable"]["checkpoint_id"] == want["configurable"]["checkpoint_id"]
+        self.run_of[cp["id"]] = run
+        # What the run's next superstep continues from, as LangGraph keeps it: the
+        # config it read (with the saver's head mark) naming the new checkpoint.
+        cp["channel_values"] = values
+        follow = {"configurable": {**config["configurable"], "checkpoint_id": cp["id"]}}
+        self.running[(s, thread)] = CheckpointTuple(follow, cp, metadata)
+
+    def end_runs(self, thread: str | None = None) -> None:
+        """Runs stop before their thread is deleted (docs/security.md, the caveat)."""
+        for key in [k for k in self.running if thread is None or k[1] == thread]:
+            del self.running[key]
+
+    @rule(
+        s=saver_st,
+        thread=thread_st,
+        writes=st.lists(
+            st.tuples(st.sampled_from(CHANNELS), st.integers(0, 3)), min_size=1, max_size=3
+        ),
+        task=st.sampled_from(TASKS),
+    )
+    def put_writes(self, s: int, thread: str, writes: list[Any], task: str) -> None:
+        """A task's writes on the latest checkpoint."""
+        if not self.may_write(s, thread):
+            return
+        tup = self.savers[s].get_tuple(cfg(thread))
+        if tup is None:
+            return
+        old = tup.checkpoint["channel_values"]
+        ws = [(ch, new_value(ch, i, old.get(ch))) for ch, i in writes]
+        self.log.append(f"{'ABC'[s]}.put_writes({thread}, {[w[0] for w in ws]}, {task})")
+        self.savers[s].put_writes(tup.config, ws, task)
+        self.model.put_writes(tup.config, ws, task)
+
+    @rule(s=saver_st, thread=thread_st)
+    def delete_thread(self, s: int, thread: str) -> None:
+        self.log.append(f"{'ABC'[s]}.delete_thread({thread})")
+        self.end_runs(thread)
+        self.savers[s].delete_thread(thread)
+        self.model.delete_thread(thread)
+        for other in range(SAVERS):
+            if other == s:
+                continue
+            if not self.encrypted:
+                self.wait_until[(other, thread)] = self.clock.time() + TTL + 1
+            elif KNOWN_STALE_KEY_READ:
+                # Until the xfail test below is fixed: the other savers as they are
+                # key_ttl later (they read the thread's key items again), so the
+                # search goes on past that bug.
+                enc = self.savers[other].encryption
+                assert enc is not None
+                enc.stale(self.savers[other].layout.thread_prefix(thread))
+
+    @rule(s=saver_st, src=thread_st, dst=thread_st)
+    def copy_thread(self, s: int, src: str, dst: str) -> None:
+        if src == dst:
+            return
+        self.log.append(f"{'ABC'[s]}.copy_thread({src}, {dst})")
+        if self.model_ids(dst):
+            with pytest.raises(ThreadExistsError):
+                self.savers[s].copy_thread(src, dst)
+            return
+        self.savers[s].copy_thread(src, dst)
+        m = self.model
+        for ns, cps in m.storage.get(src, {}).items():
+            m.storage[dst][ns] = copy.deepcopy(dict(cps))
+        for (t, ns, cid), ws in list(m.writes.items()):
+            if t == src:
+                m.writes[(dst, ns, cid)] = copy.deepcopy(dict(ws))
+        for (t, ns, ch, v), blob in list(m.blobs.items()):
+            if t == src:
+                m.blobs[(dst, ns, ch, v)] = blob
+
+    @rule(s=saver_st, thread=thread_st)
+    def prune(self, s: int, thread: str) -> None:
+        """keep_latest: each namespace's latest checkpoint, without its parent."""
+        self.log.append(f"{'ABC'[s]}.prune({thread})")
+        self.savers[s].prune([thread])
+        m = self.model
+        for ns, cps in m.storage.get(thread, {}).items():
+            if not cps:
+                continue
+            latest = max(cps)
+            for cid in [c for c in cps if c != latest]:
+                del cps[cid]
+                m.writes.pop((thread, ns, cid), None)
+            body, md, _ = cps[latest]
+            cps[latest] = (body, md, None)
+
+    @rule(s=saver_st, run=st.sampled_from(RUNS))
+    def delete_for_runs(self, s: int, run: str) -> None:
+        self.log.append(f"{'ABC'[s]}.delete_for_runs({run})")
+        self.end_runs()
+        self.savers[s].delete_for_runs([run])
+        m = self.model
+        for thread, by_ns in m.storage.items():
+            for ns, cps in by_ns.items():
+                for cid in [c for c in cps if self.run_of.get(c) == run]:
+                    del cps[cid]
+                    m.writes.pop((thread, ns, cid), None)
+
+    @rule(dt=st.sampled_from([1.0, TTL / 2, TTL + 1, GRACE / 2, GRACE + 1]))
+    def advance(self, dt: float) -> None:
+        self.log.append(f"advance({dt})")
+        self.clock.offset += dt
+
+    @rule()
+    def collect(self) -> None:
+        self.log.append("gc")
+        report = gc.collect(self.new_saver(), grace=GRACE)
+        assert not report.errors, report.errors
+        assert not report.threads_protected, report.threads_protected
+
+    # ------------------------------------------------------------------ invariants
+    @invariant()
+    def every_saver_reads_the_model(self) -> None:
+        readers = [("cold", self.new_saver())] + [
+            ("ABC"[i], saver) for i, saver in enumerate(self.savers)
+        ]
+        for thread in THREADS:
+            want = [summary(t) for t in self.model.list(cfg(thread))]
+            latest = summary(self.model.get_tuple(cfg(thread)))
+            for name, reader in readers:
+                where = f"{name} reading {thread} after {self.log}"
+                assert [summary(t) for t in reader.list(cfg(thread))] == want, where
+                assert summary(reader.get_tuple(cfg(thread))) == latest, where
+            cold = readers[0][1]
+            for one in want:
+                got = summary(cold.get_tuple(cfg(thread, one["id"])))
+                assert got == one, f"cold reading {thread}/{one['id']} after {self.log}"
+
+
+def _settings() -> settings:
+    return settings(
+        max_examples=EXAMPLES,
+        stateful_step_count=STEPS,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+
+
+@pytest.fixture
+def moto() -> Iterator[None]:
+    with mock_aws():
+        Storage.s3 = Storage.dynamodb = None
+        yield
+        Storage.s3 = Storage.dynamodb = None
+
+
+def test_warm_savers_agree_with_the_model(moto: None) -> None:
+    run_state_machine_as_test(TwoSavers, settings=_settings())
+
+
+class SealedSavers(TwoSavers):
+    """The same with ``encryption=``: each saver its own ``Encryption`` of one ring."""
+
+    encrypted = True
+
+    @rule(s=saver_st, thread=thread_st)
+    def reencrypt_thread(self, s: int, thread: str) -> None:
+        """A new data key for the thread, the old one shredded: the model is unchanged."""
+        self.log.append(f"{'ABC'[s]}.reencrypt_thread({thread})")
+        self.end_runs(thread)
+        self.savers[s].reencrypt_thread(thread)
+
+
+def test_warm_encrypted_savers_agree_with_the_model(moto: None) -> None:
+    run_state_machine_as_test(SealedSavers, settings=_settings())
+
+
+# ---------------------------------------------------------------- found by the model
+def test_a_copy_to_a_thread_id_deleted_elsewhere_is_sealed_under_a_stored_key(
+    inproc_backend: Backend,
+) -> None:
+    """Warm A loaded dst's key; B deleted dst (shredding it); A copies a thread to dst.
+    The copy was sealed under the shredded key, with no key item: nobody else could
+    open it (``DataKeyError``), nor A after its ``key_ttl``."""
+    ring = StaticKeyRing({"r": os.urandom(32)}, current="r")
+    a = inproc_backend.saver(encryption=Encryption(ring))
+    b = inproc_backend.saver(encryption=Encryption(ring))
+    put(a, "dst", "old")
+    put(a, "src", "source value")
+    b.delete_thread("dst")
+    a.copy_thread("src", "dst")
+    cold = inproc_backend.saver(encryption=Encryption(ring))
+    tup = cold.get_tuple(cfg("dst"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"v": "source value"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=SealedObjectError,
+    reason="a warm saver opens a thread id that another saver deleted and started again "
+    "with the key it cached before the deletion (the same version, 1, names both keys), "
+    "for up to key_ttl: SealedObjectError ('altered ... restore it'); core/read.py load "
+    "retries only on KeyVersionError(newer)",
+)
+def test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere(
+    inproc_backend: Backend,
+) -> None:
+    """A conversation deleted and started again on container B; the next message
+    reaches warm container A, which had loaded the thread's key."""
+    ring = StaticKeyRing({"r": os.urandom(32)}, current="r")
+    a = inproc_backend.saver(encryption=Encryption(ring))
+    b = inproc_backend.saver(encryption=Encryption(ring))
+    put(a, "t", "first conversation")
+    b.delete_thread("t")
+    assert b.get_tuple(cfg("t")) is None
+    put(b, "t", "second conversation")
+    tup = a.get_tuple(cfg("t"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"v": "second conversation"}
