@@ -31,8 +31,8 @@ import copy
 import os
 import random
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import boto3
 import pytest
@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     invariant,
+    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -54,20 +55,26 @@ from langgraph_s3.sealing import StaticKeyRing
 from tests.conftest import REGION, Backend
 from tests.storage.test_sealed_storage import put
 
+T = TypeVar("T")
+
 EXAMPLES = int(os.environ.get("LGS3_MODEL_EXAMPLES", "12"))
-STEPS = int(os.environ.get("LGS3_MODEL_STEPS", "25"))
+STEPS = int(os.environ.get("LGS3_MODEL_STEPS", "40"))
 
 #: test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere fails.
 KNOWN_STALE_KEY_READ = True
 
 SAVERS = 3
-THREADS = ("t1", "t2", "t3")
+THREADS = ("t1", "t2")
 RUNS = ("r1", "r2", "r3")
 TASKS = ("task-a", "task-b")
 #: Test seconds a saver trusts what it knows exists (its ``cache_ttl``) ...
 TTL = 60.0
 #: ... and the collector's grace: more than 2 x (TTL + the longest put).
 GRACE = 300.0
+#: Idle time after which the collector expires a thread, and how near it no verdict
+#: is checked (the clock also runs while the test does).
+IDLE = 1000.0
+SLACK = 120.0
 
 
 def _noise(seed: str, n: int) -> bytes:
@@ -184,6 +191,11 @@ class TwoSavers(RuleBasedStateMachine):
         #: (another saver deleted it; docs/retention.md), without encryption.
         self.wait_until: dict[tuple[int, str], float] = {}
         self.log: list[str] = []
+        #: thread -> test time of its last checkpoint (retention's idle time).
+        self.last_put: dict[str, float] = {}
+        #: (saver, thread): the thread's key was shredded since the saver may have
+        #: loaded it (deleted or expired by another saver).
+        self.shredded: set[tuple[int, str]] = set()
         #: (saver, thread) -> the last checkpoint of the saver's run on the thread.
         self.running: dict[tuple[int, str], CheckpointTuple] = {}
 
@@ -218,10 +230,11 @@ class TwoSavers(RuleBasedStateMachine):
         """A superstep as LangGraph runs it: read the latest, put after it."""
         if not self.may_write(s, thread):
             return
-        tup = self.savers[s].get_tuple(cfg(thread))
+        tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread)))
         assert summary(tup) == summary(self.model.get_tuple(cfg(thread)))
         self.put_after(s, thread, tup, changes, run)
 
+    @precondition(lambda self: bool(self.model_threads()))
     @rule(
         s=saver_st,
         thread=thread_st,
@@ -235,10 +248,11 @@ class TwoSavers(RuleBasedStateMachine):
         if not ids or not self.may_write(s, thread):
             return
         cid = ids[pos % len(ids)]
-        tup = self.savers[s].get_tuple(cfg(thread, cid))
+        tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread, cid)))
         assert tup is not None
         self.put_after(s, thread, tup, changes, run)
 
+    @precondition(lambda self: bool(self.model_threads()))
     @rule(s=saver_st, thread=thread_st, changes=changes_st)
     def superstep(self, s: int, thread: str, changes: list[tuple[str, int]]) -> None:
         """The next superstep of a run: put after the run's last checkpoint, unread
@@ -273,6 +287,7 @@ class TwoSavers(RuleBasedStateMachine):
         want = self.model.put(config, copy.deepcopy(cp), dict(metadata), dict(new_versions))
         assert got["configurable"]["checkpoint_id"] == want["configurable"]["checkpoint_id"]
         self.run_of[cp["id"]] = run
+        self.last_put[thread] = self.clock.time()
         # What the run's next superstep continues from, as LangGraph keeps it: the
         # config it read (with the saver's head mark) naming the new checkpoint.
         cp["channel_values"] = values
@@ -284,6 +299,7 @@ class TwoSavers(RuleBasedStateMachine):
         for key in [k for k in self.running if thread is None or k[1] == thread]:
             del self.running[key]
 
+    @precondition(lambda self: bool(self.model_threads()))
     @rule(
         s=saver_st,
         thread=thread_st,
@@ -296,7 +312,7 @@ class TwoSavers(RuleBasedStateMachine):
         """A task's writes on the latest checkpoint."""
         if not self.may_write(s, thread):
             return
-        tup = self.savers[s].get_tuple(cfg(thread))
+        tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread)))
         if tup is None:
             return
         old = tup.checkpoint["channel_values"]
@@ -311,19 +327,36 @@ class TwoSavers(RuleBasedStateMachine):
         self.end_runs(thread)
         self.savers[s].delete_thread(thread)
         self.model.delete_thread(thread)
-        for other in range(SAVERS):
-            if other == s:
-                continue
-            if not self.encrypted:
-                self.wait_until[(other, thread)] = self.clock.time() + TTL + 1
-            elif KNOWN_STALE_KEY_READ:
-                # Until the xfail test below is fixed: the other savers as they are
-                # key_ttl later (they read the thread's key items again), so the
-                # search goes on past that bug.
-                enc = self.savers[other].encryption
-                assert enc is not None
-                enc.stale(self.savers[other].layout.thread_prefix(thread))
+        if not self.encrypted:
+            for other in range(SAVERS):
+                if other != s:
+                    self.wait_until[(other, thread)] = self.clock.time() + TTL + 1
+        self.forget_key_elsewhere(s, thread)
 
+    def forget_key_elsewhere(self, s: int | None, thread: str) -> None:
+        """The savers other than ``s`` may hold the key of ``thread``, just shredded."""
+        for other in range(SAVERS):
+            if other != s and self.encrypted:
+                self.shredded.add((other, thread))
+
+    def warm_read(self, s: int, read: Callable[[], T]) -> T:
+        """``read()`` on warm saver ``s``. Until the xfail test below is fixed, a read
+        failing as it does (on a thread whose key may have been shredded since ``s``
+        loaded it) is read again as ``key_ttl`` later (the key items read again), so
+        the search goes on past that bug."""
+        try:
+            return read()
+        except SealedObjectError:
+            if not KNOWN_STALE_KEY_READ or not any(k[0] == s for k in self.shredded):
+                raise
+            saver = self.savers[s]
+            assert saver.encryption is not None
+            for _, thread in [k for k in self.shredded if k[0] == s]:
+                saver.encryption.stale(saver.layout.thread_prefix(thread))
+                self.shredded.discard((s, thread))
+            return read()
+
+    @precondition(lambda self: bool(self.model_threads()))
     @rule(s=saver_st, src=thread_st, dst=thread_st)
     def copy_thread(self, s: int, src: str, dst: str) -> None:
         if src == dst:
@@ -343,7 +376,10 @@ class TwoSavers(RuleBasedStateMachine):
         for (t, ns, ch, v), blob in list(m.blobs.items()):
             if t == src:
                 m.blobs[(dst, ns, ch, v)] = blob
+        if self.model_ids(dst):
+            self.last_put[dst] = self.last_put[src]  # the heads are copied as they are
 
+    @precondition(lambda self: bool(self.model_threads()))
     @rule(s=saver_st, thread=thread_st)
     def prune(self, s: int, thread: str) -> None:
         """keep_latest: each namespace's latest checkpoint, without its parent."""
@@ -360,6 +396,7 @@ class TwoSavers(RuleBasedStateMachine):
             body, md, _ = cps[latest]
             cps[latest] = (body, md, None)
 
+    @precondition(lambda self: bool(self.model_threads()))
     @rule(s=saver_st, run=st.sampled_from(RUNS))
     def delete_for_runs(self, s: int, run: str) -> None:
         self.log.append(f"{'ABC'[s]}.delete_for_runs({run})")
@@ -372,7 +409,7 @@ class TwoSavers(RuleBasedStateMachine):
                     del cps[cid]
                     m.writes.pop((thread, ns, cid), None)
 
-    @rule(dt=st.sampled_from([1.0, TTL / 2, TTL + 1, GRACE / 2, GRACE + 1]))
+    @rule(dt=st.sampled_from([1.0, TTL / 2, TTL + 1, GRACE / 2, GRACE + 1, IDLE / 2]))
     def advance(self, dt: float) -> None:
         self.log.append(f"advance({dt})")
         self.clock.offset += dt
@@ -384,23 +421,85 @@ class TwoSavers(RuleBasedStateMachine):
         assert not report.errors, report.errors
         assert not report.threads_protected, report.threads_protected
 
+    @rule()
+    def collect_expiring(self) -> None:
+        """A collection that also expires threads idle for ``IDLE`` (retention)."""
+        self.log.append("gc(idle_ttl)")
+        now = self.clock.time()
+        report = gc.collect(self.new_saver(), grace=GRACE, idle_ttl=IDLE)
+        assert not report.errors, report.errors
+        expired = set(report.threads_expired)
+        for thread in self.model_threads():
+            idle = now - self.last_put[thread]
+            # The clock also runs while the test does: no verdict near the limit.
+            assert thread in expired or idle < IDLE + SLACK, (thread, idle, self.log)
+            assert thread not in expired or idle > IDLE - SLACK, (thread, idle, self.log)
+        for thread in expired:
+            self.end_runs(thread)
+            self.model.delete_thread(thread)
+            self.forget_key_elsewhere(None, thread)
+
     # ------------------------------------------------------------------ invariants
+    # Rules are drawn alike: these twins make puts, reads and deletes, the steps that
+    # make caches stale and find it, as common as the rest together.
+    @rule(s=saver_st, thread=thread_st, changes=changes_st, run=st.sampled_from(RUNS))
+    def put_latest_twin(self, s: int, thread: str, changes: list[Any], run: str) -> None:
+        self.put_latest(s, thread, changes, run)
+
+    @rule(s=saver_st, thread=thread_st, changes=changes_st)
+    def superstep_twin(self, s: int, thread: str, changes: list[Any]) -> None:
+        self.superstep(s, thread, changes)
+
+    @rule(s=saver_st, thread=thread_st)
+    def read_twin(self, s: int, thread: str) -> None:
+        self.read(s, thread)
+
+    @rule(s=saver_st, thread=thread_st)
+    def delete_twin(self, s: int, thread: str) -> None:
+        self.delete_thread(s, thread)
+
+    @rule(s=saver_st, thread=thread_st)
+    def read(self, s: int, thread: str) -> None:
+        """A warm saver reads a thread (``get_state``, ``get_state_history``).
+
+        A rule, not an invariant: a read changes what a saver knows (one finding no
+        checkpoint has it read the thread's key again), so reading every thread with
+        every saver after every step would heal the very staleness hunted here.
+        """
+        self.log.append(f"{'ABC'[s]}.read({thread})")
+        self.check(s, thread)
+
     @invariant()
-    def every_saver_reads_the_model(self) -> None:
-        readers = [("cold", self.new_saver())] + [
-            ("ABC"[i], saver) for i, saver in enumerate(self.savers)
-        ]
+    def a_cold_saver_reads_the_model(self) -> None:
         for thread in THREADS:
-            want = [summary(t) for t in self.model.list(cfg(thread))]
-            latest = summary(self.model.get_tuple(cfg(thread)))
-            for name, reader in readers:
-                where = f"{name} reading {thread} after {self.log}"
-                assert [summary(t) for t in reader.list(cfg(thread))] == want, where
-                assert summary(reader.get_tuple(cfg(thread))) == latest, where
-            cold = readers[0][1]
-            for one in want:
-                got = summary(cold.get_tuple(cfg(thread, one["id"])))
-                assert got == one, f"cold reading {thread}/{one['id']} after {self.log}"
+            self.check(None, thread)
+
+    def teardown(self) -> None:
+        """At the end every warm saver reads every thread."""
+        for s in range(SAVERS):
+            for thread in THREADS:
+                self.check(s, thread)
+
+    def check(self, s: int | None, thread: str) -> None:
+        """Saver ``s`` (None: a cold one, which also reads each checkpoint by id)
+        lists ``thread`` and reads its latest checkpoint as the model does."""
+        want = [summary(t) for t in self.model.list(cfg(thread))]
+        name = "cold" if s is None else "ABC"[s]
+        reader = self.new_saver() if s is None else self.savers[s]
+        where = f"{name} reading {thread} after {self.log}"
+
+        def read(config: Any) -> Any:
+            if s is None:
+                return summary(reader.get_tuple(config))
+            return self.warm_read(s, lambda: summary(reader.get_tuple(config)))
+
+        listed = [summary(t) for t in reader.list(cfg(thread))] if s is None else None
+        if s is not None:
+            listed = self.warm_read(s, lambda: [summary(t) for t in reader.list(cfg(thread))])
+        assert listed == want, where
+        assert read(cfg(thread)) == (want[0] if want else None), where
+        for one in want if s is None else []:
+            assert read(cfg(thread, one["id"])) == one, where
 
 
 def _settings() -> settings:
