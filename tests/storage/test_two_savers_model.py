@@ -15,11 +15,11 @@ Time is a test clock (``Clock``): the savers' caches trust what they know for
 documented rule ``grace > 2 x (cache_ttl + longest put)`` by a wide margin (a put
 here takes well under a second). A rule advances the clock.
 
-The documented limit of thread deletion is kept too: without encryption, a saver
-other than the one that deleted a thread does not write that thread id again within
-``TTL`` of the deletion (docs/retention.md, "Limits"). With encryption that is safe
-(docs/security.md: a first checkpoint, or a read finding none, reloads the key and
-forgets the thread), so the encrypted variant has no such wait.
+A deleted thread id is used again by any saver at once (docs/retention.md, "Limits":
+a read finding no checkpoint, or a first checkpoint, makes a warm saver forget the
+thread). What the documents rule out is not done: runs stop before their thread is
+deleted or re-encrypted (a superstep continues only the saver's own run while its
+last checkpoint is still the thread's latest).
 
 ``LGS3_MODEL_EXAMPLES`` sets the number of examples (default below), and
 ``LGS3_MODEL_STEPS`` the steps per example.
@@ -53,6 +53,7 @@ from moto import mock_aws
 from langgraph_s3 import (
     Encryption,
     KeyVersionError,
+    MissingObjectError,
     S3Saver,
     SealedObjectError,
     ThreadExistsError,
@@ -69,6 +70,8 @@ STEPS = int(os.environ.get("LGS3_MODEL_STEPS", "40"))
 
 #: test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere fails.
 KNOWN_STALE_KEY_READ = True
+#: test_a_warm_saver_continues_a_copy_onto_a_thread_id_deleted_elsewhere fails.
+KNOWN_COPY_ONTO_DELETED = True
 
 SAVERS = 3
 THREADS = ("t1", "t2")
@@ -194,9 +197,6 @@ class TwoSavers(RuleBasedStateMachine):
         self.model = InMemorySaver()
         #: run id of each checkpoint the model holds (for delete_for_runs).
         self.run_of: dict[str, str] = {}
-        #: (saver, thread) -> test time until which the saver must not write the thread
-        #: (another saver deleted it; docs/retention.md), without encryption.
-        self.wait_until: dict[tuple[int, str], float] = {}
         self.log: list[str] = []
         #: thread -> test time of its last checkpoint (retention's idle time).
         self.last_put: dict[str, float] = {}
@@ -228,15 +228,10 @@ class TwoSavers(RuleBasedStateMachine):
     def model_ids(self, thread: str) -> list[str]:
         return [t.config["configurable"]["checkpoint_id"] for t in self.model.list(cfg(thread))]
 
-    def may_write(self, s: int, thread: str) -> bool:
-        return self.clock.time() > self.wait_until.get((s, thread), 0.0)
-
     # ------------------------------------------------------------------ the rules
     @rule(s=saver_st, thread=thread_st, changes=changes_st, run=st.sampled_from(RUNS))
     def put_latest(self, s: int, thread: str, changes: list[tuple[str, int]], run: str) -> None:
         """A superstep as LangGraph runs it: read the latest, put after it."""
-        if not self.may_write(s, thread):
-            return
         tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread)))
         assert summary(tup) == summary(self.model.get_tuple(cfg(thread)))
         self.put_after(s, thread, tup, changes, run)
@@ -252,7 +247,7 @@ class TwoSavers(RuleBasedStateMachine):
     def fork(self, s: int, thread: str, pos: int, changes: list[Any], run: str) -> None:
         """Time travel: put after an older checkpoint, read first."""
         ids = self.model_ids(thread)
-        if not ids or not self.may_write(s, thread):
+        if not ids:
             return
         cid = ids[pos % len(ids)]
         tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread, cid)))
@@ -317,8 +312,6 @@ class TwoSavers(RuleBasedStateMachine):
     )
     def put_writes(self, s: int, thread: str, writes: list[Any], task: str) -> None:
         """A task's writes on the latest checkpoint."""
-        if not self.may_write(s, thread):
-            return
         tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread)))
         if tup is None:
             return
@@ -334,10 +327,6 @@ class TwoSavers(RuleBasedStateMachine):
         self.end_runs(thread)
         self.savers[s].delete_thread(thread)
         self.model.delete_thread(thread)
-        if not self.encrypted:
-            for other in range(SAVERS):
-                if other != s:
-                    self.wait_until[(other, thread)] = self.clock.time() + TTL + 1
         self.forget_key_elsewhere(s, thread)
 
     def forget_key_elsewhere(self, s: int | None, thread: str) -> None:
@@ -376,6 +365,12 @@ class TwoSavers(RuleBasedStateMachine):
                 self.savers[s].copy_thread(src, dst)
             return
         self.savers[s].copy_thread(src, dst)
+        if KNOWN_COPY_ONTO_DELETED and not self.encrypted:
+            # Until the xfail test below is fixed: the other savers as they are
+            # cache_ttl later (they forgot the thread deleted before the copy).
+            for other, saver in enumerate(self.savers):
+                if other != s:
+                    saver.caches.forget_thread(dst, saver.layout.thread_prefix(dst))
         m = self.model
         for ns, cps in m.storage.get(src, {}).items():
             m.storage[dst][ns] = copy.deepcopy(dict(cps))
@@ -599,3 +594,30 @@ def test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere(
     tup = a.get_tuple(cfg("t"))
     assert tup is not None
     assert tup.checkpoint["channel_values"] == {"v": "second conversation"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=MissingObjectError,
+    reason="without encryption a copy_thread onto a thread id another saver deleted "
+    "leaves warm savers' caches of the old thread in place (their read finds the copy's "
+    "checkpoint, so datakeys.restarted does not run): a run continuing the copy names "
+    "blobs deleted with the old thread, for up to cache_ttl",
+)
+def test_a_warm_saver_continues_a_copy_onto_a_thread_id_deleted_elsewhere(
+    inproc_backend: Backend,
+) -> None:
+    """A stored a 40 KB value in dst; B deleted dst and copied src onto it; A reads
+    dst (the copy) and puts the same value again after it."""
+    value = os.urandom(40_000)
+    a, b = inproc_backend.saver(), inproc_backend.saver()
+    put(a, "dst", value)
+    put(b, "src", "source value")
+    b.delete_thread("dst")
+    b.copy_thread("src", "dst")
+    tup = a.get_tuple(cfg("dst"))
+    assert tup is not None
+    config = put(a, "dst", value, tup.config)
+    got = inproc_backend.saver().get_tuple(config)
+    assert got is not None
+    assert got.checkpoint["channel_values"] == {"v": value}
