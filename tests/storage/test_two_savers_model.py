@@ -70,8 +70,8 @@ STEPS = int(os.environ.get("LGS3_MODEL_STEPS", "40"))
 
 #: test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere fails.
 KNOWN_STALE_KEY_READ = True
-#: test_a_warm_saver_continues_a_copy_onto_a_thread_id_deleted_elsewhere fails.
-KNOWN_COPY_ONTO_DELETED = True
+#: test_a_warm_saver_continues_a_thread_id_deleted_and_started_again_elsewhere fails.
+KNOWN_REUSE_ELSEWHERE = True
 
 SAVERS = 3
 THREADS = ("t1", "t2")
@@ -203,6 +203,8 @@ class TwoSavers(RuleBasedStateMachine):
         #: (saver, thread): the thread's key was shredded since the saver may have
         #: loaded it (deleted or expired by another saver).
         self.shredded: set[tuple[int, str]] = set()
+        #: (saver, thread): another saver deleted the thread since ``saver`` used it.
+        self.deleted: set[tuple[int, str]] = set()
         #: (saver, thread) -> the last checkpoint of the saver's run on the thread.
         self.running: dict[tuple[int, str], CheckpointTuple] = {}
 
@@ -232,6 +234,7 @@ class TwoSavers(RuleBasedStateMachine):
     @rule(s=saver_st, thread=thread_st, changes=changes_st, run=st.sampled_from(RUNS))
     def put_latest(self, s: int, thread: str, changes: list[tuple[str, int]], run: str) -> None:
         """A superstep as LangGraph runs it: read the latest, put after it."""
+        self.touch(s, thread)
         tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread)))
         assert summary(tup) == summary(self.model.get_tuple(cfg(thread)))
         self.put_after(s, thread, tup, changes, run)
@@ -246,6 +249,7 @@ class TwoSavers(RuleBasedStateMachine):
     )
     def fork(self, s: int, thread: str, pos: int, changes: list[Any], run: str) -> None:
         """Time travel: put after an older checkpoint, read first."""
+        self.touch(s, thread)
         ids = self.model_ids(thread)
         if not ids:
             return
@@ -312,6 +316,7 @@ class TwoSavers(RuleBasedStateMachine):
     )
     def put_writes(self, s: int, thread: str, writes: list[Any], task: str) -> None:
         """A task's writes on the latest checkpoint."""
+        self.touch(s, thread)
         tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread)))
         if tup is None:
             return
@@ -328,12 +333,27 @@ class TwoSavers(RuleBasedStateMachine):
         self.savers[s].delete_thread(thread)
         self.model.delete_thread(thread)
         self.forget_key_elsewhere(s, thread)
+        self.deleted |= {(other, thread) for other in range(SAVERS) if other != s}
 
     def forget_key_elsewhere(self, s: int | None, thread: str) -> None:
         """The savers other than ``s`` may hold the key of ``thread``, just shredded."""
         for other in range(SAVERS):
             if other != s and self.encrypted:
                 self.shredded.add((other, thread))
+
+    def touch(self, s: int, thread: str) -> None:
+        """Saver ``s`` is about to use ``thread``. Until the xfail test below is fixed:
+        if another saver deleted the thread and it was started again since (it has
+        checkpoints, so ``s`` will not find it empty and forget it), ``s`` is given
+        the state it reaches ``cache_ttl`` later (its caches of the thread expired),
+        so the search goes on past that bug. Without encryption only: with it, the
+        stale key fails first (``warm_read``), and its reload forgets the rest."""
+        if (s, thread) not in self.deleted or self.encrypted:
+            return
+        if self.model_ids(thread) and KNOWN_REUSE_ELSEWHERE:
+            saver = self.savers[s]
+            saver.caches.forget_thread(thread, saver.layout.thread_prefix(thread))
+        self.deleted.discard((s, thread))
 
     def warm_read(self, s: int, read: Callable[[], T]) -> T:
         """``read()`` on warm saver ``s``. Until the xfail test below is fixed, a read
@@ -360,17 +380,14 @@ class TwoSavers(RuleBasedStateMachine):
         if src == dst:
             return
         self.log.append(f"{'ABC'[s]}.copy_thread({src}, {dst})")
+        self.touch(s, src)
         if self.model_ids(dst):
             with pytest.raises(ThreadExistsError):
                 self.savers[s].copy_thread(src, dst)
             return
-        self.savers[s].copy_thread(src, dst)
-        if KNOWN_COPY_ONTO_DELETED and not self.encrypted:
-            # Until the xfail test below is fixed: the other savers as they are
-            # cache_ttl later (they forgot the thread deleted before the copy).
-            for other, saver in enumerate(self.savers):
-                if other != s:
-                    saver.caches.forget_thread(dst, saver.layout.thread_prefix(dst))
+        self.deleted.discard((s, dst))  # copy_thread forgets the target (restarted)
+        # It reads the source (with the key s cached: the known stale-key read).
+        self.warm_read(s, lambda: self.savers[s].copy_thread(src, dst))
         m = self.model
         for ns, cps in m.storage.get(src, {}).items():
             m.storage[dst][ns] = copy.deepcopy(dict(cps))
@@ -388,7 +405,8 @@ class TwoSavers(RuleBasedStateMachine):
     def prune(self, s: int, thread: str) -> None:
         """keep_latest: each namespace's latest checkpoint, without its parent."""
         self.log.append(f"{'ABC'[s]}.prune({thread})")
-        self.savers[s].prune([thread])
+        self.touch(s, thread)
+        self.warm_read(s, lambda: self.savers[s].prune([thread]))
         m = self.model
         for ns, cps in m.storage.get(thread, {}).items():
             if not cps:
@@ -487,6 +505,8 @@ class TwoSavers(RuleBasedStateMachine):
     def check(self, s: int | None, thread: str) -> None:
         """Saver ``s`` (None: a cold one, which also reads each checkpoint by id)
         lists ``thread`` and reads its latest checkpoint as the model does."""
+        if s is not None:
+            self.touch(s, thread)
         want = [summary(t) for t in self.model.list(cfg(thread))]
         name = "cold" if s is None else "ABC"[s]
         reader = self.new_saver() if s is None else self.savers[s]
@@ -538,8 +558,9 @@ class SealedSavers(TwoSavers):
     def reencrypt_thread(self, s: int, thread: str) -> None:
         """A new data key for the thread, the old one shredded: the model is unchanged."""
         self.log.append(f"{'ABC'[s]}.reencrypt_thread({thread})")
+        self.touch(s, thread)
         self.end_runs(thread)
-        self.savers[s].reencrypt_thread(thread)
+        self.warm_read(s, lambda: self.savers[s].reencrypt_thread(thread))
 
 
 def test_warm_encrypted_savers_agree_with_the_model(moto: None) -> None:
@@ -599,25 +620,31 @@ def test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere(
 @pytest.mark.xfail(
     strict=True,
     raises=MissingObjectError,
-    reason="without encryption a copy_thread onto a thread id another saver deleted "
-    "leaves warm savers' caches of the old thread in place (their read finds the copy's "
-    "checkpoint, so datakeys.restarted does not run): a run continuing the copy names "
-    "blobs deleted with the old thread, for up to cache_ttl",
+    reason="without encryption, only the saver that finds a deleted thread id empty "
+    "forgets what it cached of it (datakeys.restarted); another warm saver whose next "
+    "read finds the thread started again elsewhere (a new run, or a copy onto the id) "
+    "keeps vouching for blobs deleted with the old thread, and a run it continues names "
+    "them, for up to cache_ttl",
 )
-def test_a_warm_saver_continues_a_copy_onto_a_thread_id_deleted_elsewhere(
-    inproc_backend: Backend,
+@pytest.mark.parametrize("again", ["new-run", "copy"])
+def test_a_warm_saver_continues_a_thread_id_deleted_and_started_again_elsewhere(
+    inproc_backend: Backend, again: str
 ) -> None:
-    """A stored a 40 KB value in dst; B deleted dst and copied src onto it; A reads
-    dst (the copy) and puts the same value again after it."""
+    """Container A stored a 40 KB value in t; B deleted t and started it again; the
+    next message reaches warm A, which reads B's checkpoint and stores the value again."""
     value = os.urandom(40_000)
     a, b = inproc_backend.saver(), inproc_backend.saver()
-    put(a, "dst", value)
-    put(b, "src", "source value")
-    b.delete_thread("dst")
-    b.copy_thread("src", "dst")
-    tup = a.get_tuple(cfg("dst"))
+    put(a, "t", value)
+    b.delete_thread("t")
+    if again == "new-run":
+        assert b.get_tuple(cfg("t")) is None
+        put(b, "t", "hello again")
+    else:
+        put(b, "src", "hello again")
+        b.copy_thread("src", "t")
+    tup = a.get_tuple(cfg("t"))
     assert tup is not None
-    config = put(a, "dst", value, tup.config)
+    config = put(a, "t", value, tup.config)
     got = inproc_backend.saver().get_tuple(config)
     assert got is not None
     assert got.checkpoint["channel_values"] == {"v": value}
