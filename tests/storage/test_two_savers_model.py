@@ -1,5 +1,5 @@
-"""A model test of warm savers sharing one bucket and table: Hypothesis drives two or
-three ``S3Saver`` instances (as warm Lambda containers, each with its own caches)
+"""A model test of warm savers sharing one bucket and table: Hypothesis drives three
+``S3Saver`` instances (as warm Lambda containers, each with its own caches)
 through puts, pending writes, forks, deletes, copies, prunes, ``delete_for_runs``
 and garbage collection, and after every step compares what each of them, and a
 cold saver, reads with an ``InMemorySaver`` that saw the same calls (the model;
@@ -21,8 +21,13 @@ thread). What the documents rule out is not done: runs stop before their thread 
 deleted or re-encrypted (a superstep continues only the saver's own run while its
 last checkpoint is still the thread's latest).
 
-``LGS3_MODEL_EXAMPLES`` sets the number of examples (default below), and
-``LGS3_MODEL_STEPS`` the steps per example.
+What it found is pinned below by plain tests (a fixed bug, and two known issues as
+strict xfails); until those are fixed the machine steps around them
+(``KNOWN_STALE_KEY_READ``, ``KNOWN_REUSE_ELSEWHERE``: set them False to see them).
+
+``LGS3_MODEL_EXAMPLES`` sets the number of examples per variant and
+``LGS3_MODEL_STEPS`` the steps per example (defaults below: the CI size); a search
+runs e.g. ``LGS3_MODEL_EXAMPLES=150``.
 """
 
 from __future__ import annotations
@@ -65,8 +70,8 @@ from tests.storage.test_sealed_storage import put
 
 T = TypeVar("T")
 
-EXAMPLES = int(os.environ.get("LGS3_MODEL_EXAMPLES", "12"))
-STEPS = int(os.environ.get("LGS3_MODEL_STEPS", "40"))
+EXAMPLES = int(os.environ.get("LGS3_MODEL_EXAMPLES", "5"))
+STEPS = int(os.environ.get("LGS3_MODEL_STEPS", "30"))
 
 #: test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere fails.
 KNOWN_STALE_KEY_READ = True
