@@ -21,8 +21,8 @@ thread). What the documents rule out is not done: runs stop before their thread 
 deleted or re-encrypted (a superstep continues only the saver's own run while its
 last checkpoint is still the thread's latest).
 
-What it found is pinned below by plain tests (a fixed bug, and two known issues as
-strict xfails); until those are fixed the machine steps around them
+What it found is pinned by plain tests in ``test_reuse_elsewhere.py`` (a fixed bug,
+and two known issues as strict xfails); until those are fixed the machine steps around them
 (``KNOWN_STALE_KEY_READ``, ``KNOWN_REUSE_ELSEWHERE``: set them False to see them).
 
 ``LGS3_MODEL_EXAMPLES`` sets the number of examples per variant and
@@ -58,24 +58,22 @@ from moto import mock_aws
 from langgraph_s3 import (
     Encryption,
     KeyVersionError,
-    MissingObjectError,
     S3Saver,
     SealedObjectError,
     ThreadExistsError,
     gc,
 )
 from langgraph_s3.sealing import StaticKeyRing
-from tests.conftest import REGION, Backend
-from tests.storage.test_sealed_storage import put
+from tests.conftest import REGION
 
 T = TypeVar("T")
 
 EXAMPLES = int(os.environ.get("LGS3_MODEL_EXAMPLES", "5"))
 STEPS = int(os.environ.get("LGS3_MODEL_STEPS", "30"))
 
-#: test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere fails.
+#: test_reuse_elsewhere.py: test_a_warm_saver_reads_a_thread_id_deleted_and_... fails.
 KNOWN_STALE_KEY_READ = True
-#: test_a_warm_saver_continues_a_thread_id_deleted_and_started_again_elsewhere fails.
+#: test_reuse_elsewhere.py: test_a_warm_saver_continues_a_thread_id_deleted_... fails.
 KNOWN_REUSE_ELSEWHERE = True
 
 SAVERS = 3
@@ -347,9 +345,10 @@ class TwoSavers(RuleBasedStateMachine):
                 self.shredded.add((other, thread))
 
     def touch(self, s: int, thread: str) -> None:
-        """Saver ``s`` is about to use ``thread``. Until the xfail test below is fixed:
-        if another saver deleted the thread and it was started again since (it has
-        checkpoints, so ``s`` will not find it empty and forget it), ``s`` is given
+        """Saver ``s`` is about to use ``thread``. Until the xfail test (in
+        ``test_reuse_elsewhere.py``) is fixed: if another saver deleted the thread and
+        it was started again since (it has checkpoints, so ``s`` will not find it
+        empty and forget it), ``s`` is given
         the state it reaches ``cache_ttl`` later (its caches of the thread expired),
         so the search goes on past that bug. Without encryption only: with it, the
         stale key fails first (``warm_read``), and its reload forgets the rest."""
@@ -361,10 +360,11 @@ class TwoSavers(RuleBasedStateMachine):
         self.deleted.discard((s, thread))
 
     def warm_read(self, s: int, read: Callable[[], T]) -> T:
-        """``read()`` on warm saver ``s``. Until the xfail test below is fixed, a read
-        failing as it does (on a thread whose key may have been shredded since ``s``
-        loaded it) is read again as ``key_ttl`` later (the key items read again), so
-        the search goes on past that bug."""
+        """``read()`` on warm saver ``s``. Until the xfail test (in
+        ``test_reuse_elsewhere.py``) is fixed, a read failing as it does (on a thread
+        whose key may have been shredded since ``s`` loaded it) is read again as
+        ``key_ttl`` later (the key items read again), so the search goes on past that
+        bug."""
         try:
             return read()
         except (SealedObjectError, KeyVersionError) as exc:
@@ -570,86 +570,3 @@ class SealedSavers(TwoSavers):
 
 def test_warm_encrypted_savers_agree_with_the_model(moto: None) -> None:
     run_state_machine_as_test(SealedSavers, settings=_settings())
-
-
-# ---------------------------------------------------------------- found by the model
-def test_a_copy_to_a_thread_id_deleted_elsewhere_is_sealed_under_a_stored_key(
-    inproc_backend: Backend,
-) -> None:
-    """Warm A loaded dst's key; B deleted dst (shredding it); A copies a thread to dst.
-    The copy was sealed under the shredded key, with no key item: nobody else could
-    open it (``DataKeyError``), nor A after its ``key_ttl``."""
-    ring = StaticKeyRing({"r": os.urandom(32)}, current="r")
-    a = inproc_backend.saver(encryption=Encryption(ring))
-    b = inproc_backend.saver(encryption=Encryption(ring))
-    put(a, "dst", "old")
-    put(a, "src", "source value")
-    b.delete_thread("dst")
-    a.copy_thread("src", "dst")
-    cold = inproc_backend.saver(encryption=Encryption(ring))
-    tup = cold.get_tuple(cfg("dst"))
-    assert tup is not None
-    assert tup.checkpoint["channel_values"] == {"v": "source value"}
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=(SealedObjectError, KeyVersionError),
-    reason="a warm saver opens a thread id that another saver deleted and started again "
-    "with the keys it cached before the deletion, for up to key_ttl: SealedObjectError "
-    "('altered ... restore it') when both keys are version 1, KeyVersionError ('that "
-    "version was shredded') when the cached one is newer (re-encrypted); core/read.py "
-    "load reads again only on KeyVersionError(newer=True)",
-)
-@pytest.mark.parametrize("reencrypted", [False, True], ids=["same-version", "re-encrypted"])
-def test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere(
-    inproc_backend: Backend, reencrypted: bool
-) -> None:
-    """A conversation deleted and started again on container B; the next message
-    reaches warm container A, which had loaded the thread's key."""
-    ring = StaticKeyRing({"r": os.urandom(32)}, current="r")
-    a = inproc_backend.saver(encryption=Encryption(ring))
-    b = inproc_backend.saver(encryption=Encryption(ring))
-    put(a, "t", "first conversation")
-    if reencrypted:
-        b.reencrypt_thread("t")
-        assert a.get_tuple(cfg("t")) is not None  # A loads version 2
-    b.delete_thread("t")
-    assert b.get_tuple(cfg("t")) is None
-    put(b, "t", "second conversation")
-    tup = a.get_tuple(cfg("t"))
-    assert tup is not None
-    assert tup.checkpoint["channel_values"] == {"v": "second conversation"}
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=MissingObjectError,
-    reason="without encryption, only the saver that finds a deleted thread id empty "
-    "forgets what it cached of it (datakeys.restarted); another warm saver whose next "
-    "read finds the thread started again elsewhere (a new run, or a copy onto the id) "
-    "keeps vouching for blobs deleted with the old thread, and a run it continues names "
-    "them, for up to cache_ttl",
-)
-@pytest.mark.parametrize("again", ["new-run", "copy"])
-def test_a_warm_saver_continues_a_thread_id_deleted_and_started_again_elsewhere(
-    inproc_backend: Backend, again: str
-) -> None:
-    """Container A stored a 40 KB value in t; B deleted t and started it again; the
-    next message reaches warm A, which reads B's checkpoint and stores the value again."""
-    value = os.urandom(40_000)
-    a, b = inproc_backend.saver(), inproc_backend.saver()
-    put(a, "t", value)
-    b.delete_thread("t")
-    if again == "new-run":
-        assert b.get_tuple(cfg("t")) is None
-        put(b, "t", "hello again")
-    else:
-        put(b, "src", "hello again")
-        b.copy_thread("src", "t")
-    tup = a.get_tuple(cfg("t"))
-    assert tup is not None
-    config = put(a, "t", value, tup.config)
-    got = inproc_backend.saver().get_tuple(config)
-    assert got is not None
-    assert got.checkpoint["channel_values"] == {"v": value}
