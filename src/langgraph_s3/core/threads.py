@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.core import schema, values
 from langgraph_s3.core.config import thread_value
-from langgraph_s3.core.datakeys import thread_key
+from langgraph_s3.core.datakeys import restarted, thread_key
 from langgraph_s3.core.history import kept_chain
 from langgraph_s3.core.index import DeleteHead, Item, Query, RunQuery, UnlinkParent
 from langgraph_s3.core.objects import delete_objects, list_keys, object_key, read_envelopes
@@ -118,6 +118,9 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
         raise ThreadExistsError(
             f"thread {dst!r} already has checkpoints; delete it first or copy to a new id"
         )
+    # The target has no checkpoint: it may be a thread id another saver deleted since
+    # this one loaded its key, which must not seal the copy.
+    restarted(core, dst)
     items = yield from thread_items(core, src)
     if not items:
         return
