@@ -10,7 +10,7 @@ import pytest
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_s3 import codec, guard
-from langgraph_s3.core import commit, schema
+from langgraph_s3.core import commit, datakeys, schema
 from langgraph_s3.core.index import IDEMPOTENT_MISMATCH, TXN_CANCELLED, Cancelled, Transact, key
 from langgraph_s3.errors import (
     CheckpointConflictError,
@@ -358,3 +358,25 @@ def test_only_versions_with_a_random_tail_name_a_cached_value(
     fork = checkpoint("c02", {"x": "fork two"}, {"x": version})
     second = store(parent, fork, new_versions={}, core=core)
     assert stored_value(core, second.item, "x") == second_value
+
+
+def test_a_thread_started_again_carries_a_new_incarnation() -> None:
+    """Every checkpoint item names the thread's incarnation (``g``): drawn by the put
+    that starts the thread, kept by the puts after it (a subgraph's too), new when a
+    run starts the thread again; what a saver cached under another one it forgets."""
+    core = make_core()
+    first = store(config(), checkpoint("c01", {"x": "a"}), core=core)
+    mark = first.item[schema.INCARNATION]["B"]
+    assert len(mark) == 4
+    after = store(config(cid="c01"), checkpoint("c02", {"x": "b"}), core=core)
+    sub = store(config(cid=None, ns="sub:1"), checkpoint("c03", {"y": "c"}), core=core)
+    assert after.item[schema.INCARNATION]["B"] == sub.item[schema.INCARNATION]["B"] == mark
+    again = store(config(), checkpoint("c04", {"x": "d"}), core=core)  # no parent
+    assert again.item[schema.INCARNATION]["B"] != mark
+    # Another saver's item with yet another incarnation: what this one cached goes.
+    core.caches.known_blobs.put("t1/b/" + "0" * 64, True)
+    assert datakeys.incarnation(core, "t1", again.item[schema.INCARNATION]["B"]) is False
+    assert core.caches.known_blobs.get("t1/b/" + "0" * 64) is True
+    assert datakeys.incarnation(core, "t1", b"\x00\x01\x02\x03") is True
+    assert core.caches.known_blobs.get("t1/b/" + "0" * 64) is None
+    assert datakeys.incarnation(core, "t1", None) is False  # before 0.4.1: nothing said

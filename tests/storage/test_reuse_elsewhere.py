@@ -4,11 +4,16 @@ test (``test_two_savers_model.py``) found, as plain tests.
 * Fixed: ``copy_thread`` onto a thread id another saver deleted sealed the copy under
   the copier's cached, shredded key and wrote no key item (``DataKeyError`` for
   every other reader).
-* Known issue (strict xfail): a warm saver that loaded the thread's key cannot read
-  the thread started again elsewhere until its ``key_ttl`` runs out.
-* Known issue (strict xfail): without encryption, a warm saver that knew the old
-  thread and continues the one started again elsewhere names blobs deleted with the
-  old thread (``MissingObjectError`` for every reader).
+* Fixed: a warm saver that loaded the thread's key could not read the thread started
+  again elsewhere until its ``key_ttl`` ran out (``SealedObjectError`` or
+  ``KeyVersionError``).
+* Fixed: without encryption, a warm saver that knew the old thread and continued the
+  one started again elsewhere named blobs deleted with the old thread
+  (``MissingObjectError`` for every reader).
+
+Both by the thread's incarnation (``schema.INCARNATION``), which a thread started
+again carries anew: a saver that reads another one than it knew forgets what it
+cached of the thread and reads its key again (``datakeys.incarnation``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import os
 
 import pytest
 
-from langgraph_s3 import Encryption, KeyVersionError, MissingObjectError, SealedObjectError
+from langgraph_s3 import Encryption
 from langgraph_s3.sealing import StaticKeyRing
 from tests.conftest import Backend
 from tests.storage.test_sealed_storage import put
@@ -43,15 +48,6 @@ def test_a_copy_to_a_thread_id_deleted_elsewhere_is_sealed_under_a_stored_key(
     assert tup.checkpoint["channel_values"] == {"v": "source value"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(SealedObjectError, KeyVersionError),
-    reason="a warm saver opens a thread id that another saver deleted and started again "
-    "with the keys it cached before the deletion, for up to key_ttl: SealedObjectError "
-    "('altered ... restore it') when both keys are version 1, KeyVersionError ('that "
-    "version was shredded') when the cached one is newer (re-encrypted); core/read.py "
-    "load reads again only on KeyVersionError(newer=True)",
-)
 @pytest.mark.parametrize("reencrypted", [False, True], ids=["same-version", "re-encrypted"])
 def test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere(
     inproc_backend: Backend, reencrypted: bool
@@ -73,15 +69,6 @@ def test_a_warm_saver_reads_a_thread_id_deleted_and_started_again_elsewhere(
     assert tup.checkpoint["channel_values"] == {"v": "second conversation"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=MissingObjectError,
-    reason="without encryption, only the saver that finds a deleted thread id empty "
-    "forgets what it cached of it (datakeys.restarted); another warm saver whose next "
-    "read finds the thread started again elsewhere (a new run, or a copy onto the id) "
-    "keeps vouching for blobs deleted with the old thread, and a run it continues names "
-    "them, for up to cache_ttl",
-)
 @pytest.mark.parametrize("again", ["new-run", "copy"])
 def test_a_warm_saver_continues_a_thread_id_deleted_and_started_again_elsewhere(
     inproc_backend: Backend, again: str

@@ -21,9 +21,9 @@ thread). What the documents rule out is not done: runs stop before their thread 
 deleted or re-encrypted (a superstep continues only the saver's own run while its
 last checkpoint is still the thread's latest).
 
-What it found is pinned by plain tests in ``test_reuse_elsewhere.py`` (a fixed bug,
-and two known issues as strict xfails); until those are fixed the machine steps around them
-(``KNOWN_STALE_KEY_READ``, ``KNOWN_REUSE_ELSEWHERE``: set them False to see them).
+What it found (a thread id deleted and started again elsewhere, read or continued by
+a warm saver that knew the old thread) is pinned by plain tests in
+``test_reuse_elsewhere.py``, all fixed.
 
 ``LGS3_MODEL_EXAMPLES`` sets the number of examples per variant and
 ``LGS3_MODEL_STEPS`` the steps per example (defaults below: the CI size); a search
@@ -36,8 +36,8 @@ import copy
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -57,24 +57,15 @@ from moto import mock_aws
 
 from langgraph_s3 import (
     Encryption,
-    KeyVersionError,
     S3Saver,
-    SealedObjectError,
     ThreadExistsError,
     gc,
 )
 from langgraph_s3.sealing import StaticKeyRing
 from tests.conftest import REGION
 
-T = TypeVar("T")
-
 EXAMPLES = int(os.environ.get("LGS3_MODEL_EXAMPLES", "5"))
 STEPS = int(os.environ.get("LGS3_MODEL_STEPS", "30"))
-
-#: test_reuse_elsewhere.py: test_a_warm_saver_reads_a_thread_id_deleted_and_... fails.
-KNOWN_STALE_KEY_READ = True
-#: test_reuse_elsewhere.py: test_a_warm_saver_continues_a_thread_id_deleted_... fails.
-KNOWN_REUSE_ELSEWHERE = True
 
 SAVERS = 3
 THREADS = ("t1", "t2")
@@ -203,11 +194,6 @@ class TwoSavers(RuleBasedStateMachine):
         self.log: list[str] = []
         #: thread -> test time of its last checkpoint (retention's idle time).
         self.last_put: dict[str, float] = {}
-        #: (saver, thread): the thread's key was shredded since the saver may have
-        #: loaded it (deleted or expired by another saver).
-        self.shredded: set[tuple[int, str]] = set()
-        #: (saver, thread): another saver deleted the thread since ``saver`` used it.
-        self.deleted: set[tuple[int, str]] = set()
         #: (saver, thread) -> the last checkpoint of the saver's run on the thread.
         self.running: dict[tuple[int, str], CheckpointTuple] = {}
 
@@ -237,8 +223,7 @@ class TwoSavers(RuleBasedStateMachine):
     @rule(s=saver_st, thread=thread_st, changes=changes_st, run=st.sampled_from(RUNS))
     def put_latest(self, s: int, thread: str, changes: list[tuple[str, int]], run: str) -> None:
         """A superstep as LangGraph runs it: read the latest, put after it."""
-        self.touch(s, thread)
-        tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread)))
+        tup = self.savers[s].get_tuple(cfg(thread))
         assert summary(tup) == summary(self.model.get_tuple(cfg(thread)))
         self.put_after(s, thread, tup, changes, run)
 
@@ -252,12 +237,11 @@ class TwoSavers(RuleBasedStateMachine):
     )
     def fork(self, s: int, thread: str, pos: int, changes: list[Any], run: str) -> None:
         """Time travel: put after an older checkpoint, read first."""
-        self.touch(s, thread)
         ids = self.model_ids(thread)
         if not ids:
             return
         cid = ids[pos % len(ids)]
-        tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread, cid)))
+        tup = self.savers[s].get_tuple(cfg(thread, cid))
         assert tup is not None
         self.put_after(s, thread, tup, changes, run)
 
@@ -319,8 +303,7 @@ class TwoSavers(RuleBasedStateMachine):
     )
     def put_writes(self, s: int, thread: str, writes: list[Any], task: str) -> None:
         """A task's writes on the latest checkpoint."""
-        self.touch(s, thread)
-        tup = self.warm_read(s, lambda: self.savers[s].get_tuple(cfg(thread)))
+        tup = self.savers[s].get_tuple(cfg(thread))
         if tup is None:
             return
         old = tup.checkpoint["channel_values"]
@@ -335,49 +318,6 @@ class TwoSavers(RuleBasedStateMachine):
         self.end_runs(thread)
         self.savers[s].delete_thread(thread)
         self.model.delete_thread(thread)
-        self.forget_key_elsewhere(s, thread)
-        self.deleted |= {(other, thread) for other in range(SAVERS) if other != s}
-
-    def forget_key_elsewhere(self, s: int | None, thread: str) -> None:
-        """The savers other than ``s`` may hold the key of ``thread``, just shredded."""
-        for other in range(SAVERS):
-            if other != s and self.encrypted:
-                self.shredded.add((other, thread))
-
-    def touch(self, s: int, thread: str) -> None:
-        """Saver ``s`` is about to use ``thread``. Until the xfail test (in
-        ``test_reuse_elsewhere.py``) is fixed: if another saver deleted the thread and
-        it was started again since (it has checkpoints, so ``s`` will not find it
-        empty and forget it), ``s`` is given
-        the state it reaches ``cache_ttl`` later (its caches of the thread expired),
-        so the search goes on past that bug. Without encryption only: with it, the
-        stale key fails first (``warm_read``), and its reload forgets the rest."""
-        if (s, thread) not in self.deleted or self.encrypted:
-            return
-        if self.model_ids(thread) and KNOWN_REUSE_ELSEWHERE:
-            saver = self.savers[s]
-            saver.caches.forget_thread(thread, saver.layout.thread_prefix(thread))
-        self.deleted.discard((s, thread))
-
-    def warm_read(self, s: int, read: Callable[[], T]) -> T:
-        """``read()`` on warm saver ``s``. Until the xfail test (in
-        ``test_reuse_elsewhere.py``) is fixed, a read failing as it does (on a thread
-        whose key may have been shredded since ``s`` loaded it) is read again as
-        ``key_ttl`` later (the key items read again), so the search goes on past that
-        bug."""
-        try:
-            return read()
-        except (SealedObjectError, KeyVersionError) as exc:
-            if isinstance(exc, KeyVersionError) and exc.newer:
-                raise
-            if not KNOWN_STALE_KEY_READ or not any(k[0] == s for k in self.shredded):
-                raise
-            saver = self.savers[s]
-            assert saver.encryption is not None
-            for _, thread in [k for k in self.shredded if k[0] == s]:
-                saver.encryption.stale(saver.layout.thread_prefix(thread))
-                self.shredded.discard((s, thread))
-            return read()
 
     @precondition(lambda self: bool(self.model_threads()))
     @rule(s=saver_st, src=thread_st, dst=thread_st)
@@ -385,14 +325,12 @@ class TwoSavers(RuleBasedStateMachine):
         if src == dst:
             return
         self.log.append(f"{'ABC'[s]}.copy_thread({src}, {dst})")
-        self.touch(s, src)
         if self.model_ids(dst):
             with pytest.raises(ThreadExistsError):
                 self.savers[s].copy_thread(src, dst)
             return
-        self.deleted.discard((s, dst))  # copy_thread forgets the target (restarted)
         # It reads the source (with the key s cached: the known stale-key read).
-        self.warm_read(s, lambda: self.savers[s].copy_thread(src, dst))
+        self.savers[s].copy_thread(src, dst)
         m = self.model
         for ns, cps in m.storage.get(src, {}).items():
             m.storage[dst][ns] = copy.deepcopy(dict(cps))
@@ -410,8 +348,7 @@ class TwoSavers(RuleBasedStateMachine):
     def prune(self, s: int, thread: str) -> None:
         """keep_latest: each namespace's latest checkpoint, without its parent."""
         self.log.append(f"{'ABC'[s]}.prune({thread})")
-        self.touch(s, thread)
-        self.warm_read(s, lambda: self.savers[s].prune([thread]))
+        self.savers[s].prune([thread])
         m = self.model
         for ns, cps in m.storage.get(thread, {}).items():
             if not cps:
@@ -464,7 +401,6 @@ class TwoSavers(RuleBasedStateMachine):
         for thread in expired:
             self.end_runs(thread)
             self.model.delete_thread(thread)
-            self.forget_key_elsewhere(None, thread)
 
     # ------------------------------------------------------------------ invariants
     # Rules are drawn alike: these twins make puts, reads and deletes, the steps that
@@ -510,21 +446,15 @@ class TwoSavers(RuleBasedStateMachine):
     def check(self, s: int | None, thread: str) -> None:
         """Saver ``s`` (None: a cold one, which also reads each checkpoint by id)
         lists ``thread`` and reads its latest checkpoint as the model does."""
-        if s is not None:
-            self.touch(s, thread)
         want = [summary(t) for t in self.model.list(cfg(thread))]
         name = "cold" if s is None else "ABC"[s]
         reader = self.new_saver() if s is None else self.savers[s]
         where = f"{name} reading {thread} after {self.log}"
 
         def read(config: Any) -> Any:
-            if s is None:
-                return summary(reader.get_tuple(config))
-            return self.warm_read(s, lambda: summary(reader.get_tuple(config)))
+            return summary(reader.get_tuple(config))
 
-        listed = [summary(t) for t in reader.list(cfg(thread))] if s is None else None
-        if s is not None:
-            listed = self.warm_read(s, lambda: [summary(t) for t in reader.list(cfg(thread))])
+        listed = [summary(t) for t in reader.list(cfg(thread))]
         assert listed == want, where
         assert read(cfg(thread)) == (want[0] if want else None), where
         for one in want if s is None else []:
@@ -563,9 +493,8 @@ class SealedSavers(TwoSavers):
     def reencrypt_thread(self, s: int, thread: str) -> None:
         """A new data key for the thread, the old one shredded: the model is unchanged."""
         self.log.append(f"{'ABC'[s]}.reencrypt_thread({thread})")
-        self.touch(s, thread)
         self.end_runs(thread)
-        self.warm_read(s, lambda: self.savers[s].reencrypt_thread(thread))
+        self.savers[s].reencrypt_thread(thread)
 
 
 def test_warm_encrypted_savers_agree_with_the_model(moto: None) -> None:

@@ -27,7 +27,7 @@ from langgraph.checkpoint.base import (
 from langgraph_s3 import codec, guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
-from langgraph_s3.core.datakeys import restarted, thread_key
+from langgraph_s3.core.datakeys import incarnation_of_put, restarted, thread_key
 from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed
 from langgraph_s3.core.index import (
     IDEMPOTENT_MISMATCH,
@@ -109,6 +109,7 @@ def put(
 
     unstored = sorted(ch for ch in versions if ch not in entries)
     item = _checkpoint_item(core, (thread_id, ns, cid, parent_id), body, entries, unstored, md)
+    item[schema.INCARNATION] = b(incarnation_of_put(core, thread_id))
     yield from commit(core, item, parent_id, guarded)
     for name, entry in fresh.items():
         values.cache_entry(core, thread_id, ns, name, versions[name], entry)

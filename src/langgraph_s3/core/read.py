@@ -20,14 +20,14 @@ from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort
 from langgraph_s3 import guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns
-from langgraph_s3.core.datakeys import restarted, thread_key, thread_keys
+from langgraph_s3.core.datakeys import incarnation, restarted, thread_key, thread_keys
 from langgraph_s3.core.entries import Blobs, ChunkRef, Entry, Envelope, Listed
 from langgraph_s3.core.index import Item, Query, TouchHead
 from langgraph_s3.core.objects import fetch_chunks, object_key, open_envelope, read_envelopes
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.schema import Row, WritesRow
 from langgraph_s3.core.sealed import open_writes
-from langgraph_s3.errors import KeyVersionError
+from langgraph_s3.errors import KeyVersionError, SealedObjectError
 from langgraph_s3.operations import Flow, S3Get, T, together
 
 if TYPE_CHECKING:
@@ -143,10 +143,26 @@ def load(
         return (yield from _load(core, found, requested, remember))
     except KeyVersionError as exc:
         if not exc.newer:
-            raise
-        # Re-encrypted since this saver loaded the thread's keys: they are marked
-        # stale, so this second pass loads them again.
+            _stale_keys(core, found, exc)
+        # Re-encrypted since this saver loaded the thread's keys (they are marked
+        # stale), or maybe deleted and started again elsewhere under a new key: this
+        # second pass loads them again.
         return (yield from _load(core, found, requested, remember))
+    except SealedObjectError as exc:
+        _stale_keys(core, found, exc)
+        return (yield from _load(core, found, requested, remember))
+
+
+def _stale_keys(core: SaverCore, found: Sequence[Found], exc: Exception) -> None:
+    """Have the next pass read the keys of the threads ``found`` again, or re-raise
+    ``exc``: an object that does not open with a key this saver loaded earlier may be
+    the thread's under a new key (deleted and started again elsewhere, which the
+    incarnation of items before 0.4.1 cannot tell). Damage fails the second pass too."""
+    enc = core.encryption
+    if enc is None:
+        raise exc
+    for row, _ in found:
+        enc.stale(core.layout.thread_prefix(row.thread_id))
 
 
 def _load(
@@ -154,6 +170,10 @@ def _load(
 ) -> Flow[list[CheckpointTuple]]:
     if not found:
         return []
+    for row, _ in found:
+        # A thread started again elsewhere since this saver cached it: forget that
+        # (and read its key again) before anything is opened or looked up.
+        incarnation(core, row.thread_id, row.incarnation)
     yield from thread_keys(core, [row.thread_id for row, _ in found])
     for row, ws in found:
         open_writes(core, row.thread_id, row.ns, ws)

@@ -31,6 +31,11 @@ AT = "at"  #: commit / last write time, ms
 RUN = "run"  #: run id (key of the by_run index)
 METADATA = "md"  #: metadata index: key -> metadata_index_value
 UNSTORED = "e"  #: channels with a version but no stored value (delta channels)
+#: The thread's incarnation: 4 random bytes drawn when a run starts the thread (its
+#: root checkpoint without parent), carried by every later checkpoint item; a copy
+#: gets its own. A saver that finds another one than it knew forgets what it cached
+#: of the thread (``datakeys.incarnation``). Items written before 0.4.1 have none.
+INCARNATION = "g"
 # Pending-writes items.
 TASK_ID = "tid"  #: its presence marks a pending-writes item
 TASK_PATH = "tp"
@@ -123,6 +128,8 @@ class Row:
     # The same for chunks in packs: (pack digest, start, end) of the byte range
     # holding the value chunks each pack has for this checkpoint.
     pack_ranges: tuple[tuple[bytes, int, int], ...] = ()
+    #: The thread's incarnation (``INCARNATION``); None in items before 0.4.1.
+    incarnation: bytes | None = None
 
 
 @dataclass
@@ -172,6 +179,7 @@ def parse_row(item: dict[str, Any]) -> Row:
         body=item[BODY]["B"] if BODY in item else None,
         prefetch=_split_digests(item.get(PREFETCH, {}).get("B")),
         pack_ranges=_split_ranges(item.get(PACK_PREFETCH, {}).get("B")),
+        incarnation=item.get(INCARNATION, {}).get("B"),
     )
 
 

@@ -64,6 +64,11 @@ class Caches:
         self.latest: LRU[tuple[str, str, str], Blobs] = LRU(
             50_000, cache_bytes, ttl=ttl, group=first
         )
+        #: thread -> its incarnation (``schema.INCARNATION``) when this saver last read
+        #: or wrote it: what the other caches hold of the thread belongs to it. Not
+        #: aged, and kept when they are dropped for another reason (a new key version):
+        #: only a thread started again (``datakeys.restarted``) has another.
+        self.incarnations: LRU[str, bytes] = LRU(200_000)
         #: (thread, serializer type, SHA-256 of the serialized value) -> the entry it
         #: was stored as: a task's write and the next checkpoint hold the same value.
         self.values: LRU[tuple[str, str, bytes], Entry] = LRU(

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.core import schema, values
 from langgraph_s3.core.config import thread_value
-from langgraph_s3.core.datakeys import restarted, thread_key
+from langgraph_s3.core.datakeys import incarnation_in, incarnation_of_put, restarted, thread_key
 from langgraph_s3.core.history import kept_chain
 from langgraph_s3.core.index import DeleteHead, Item, Query, RunQuery, UnlinkParent
 from langgraph_s3.core.objects import delete_objects, list_keys, object_key, read_envelopes
 from langgraph_s3.core.paging import delete_items, put_items, read_all, thread_items
 from langgraph_s3.core.reseal import copied_item, copy_sealed
-from langgraph_s3.core.schema import PK, Row, pk_of, s
+from langgraph_s3.core.schema import PK, Row, b, pk_of, s
 from langgraph_s3.errors import InvalidConfigError, KeyVersionError, ThreadExistsError
 from langgraph_s3.operations import Flow, S3Copy, perform, perform_all
 
@@ -124,6 +124,7 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     items = yield from thread_items(core, src)
     if not items:
         return
+    yield from incarnation_in(core, src, items)
     dst_pk = s(core.layout.pk(dst))
     # Heads (and the owner item); not the data key items: the source's key is bound
     # to the source thread, and the copy is sealed under a key of its own.
@@ -143,7 +144,7 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
             # marked stale now): read it again, under its new key, as reads do.
             items = yield from thread_items(core, src)
             new_items = yield from copy_sealed(core, src, dst, items)
-        yield from put_items(core, new_items)
+        yield from put_items(core, _incarnated(core, dst, new_items))
         yield from put_items(core, heads)
         return
     # Blobs are copied as they are, checkpoints re-written with the new thread id;
@@ -161,8 +162,16 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     new_items = yield from _rewrite_checkpoints(core, rows, dst)
     writes_items = [{**i, PK: dst_pk} for i in items if schema.is_writes_item(i)]
     yield from put_items(core, writes_items)
-    yield from put_items(core, new_items)
+    yield from put_items(core, _incarnated(core, dst, new_items))
     yield from put_items(core, heads)
+
+
+def _incarnated(core: SaverCore, dst: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The copy's checkpoint items with an incarnation of their own: savers that knew
+    a thread ``dst`` deleted since, or the source, must not take the copy for it."""
+    # A new one: copy_thread made this saver forget what it knew of dst (restarted).
+    mark = b(incarnation_of_put(core, dst))
+    return [{**i, schema.INCARNATION: mark} if schema.is_checkpoint_item(i) else i for i in items]
 
 
 def _rewrite_checkpoints(
@@ -200,6 +209,7 @@ def prune(core: SaverCore, thread_ids: Sequence[str], strategy: str) -> Flow[Non
             continue
         yield from thread_key(core, thread_id)  # the chain walk reads bodies
         items = yield from thread_items(core, thread_id)
+        yield from incarnation_in(core, thread_id, items)
         by_ns: dict[str, dict[str, Row]] = {}
         for item in items:
             if schema.is_checkpoint_item(item):
