@@ -10,7 +10,7 @@ import pytest
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_s3 import codec, guard
-from langgraph_s3.core import commit, datakeys, schema
+from langgraph_s3.core import commit, incarnations, schema
 from langgraph_s3.core.index import IDEMPOTENT_MISMATCH, TXN_CANCELLED, Cancelled, Transact, key
 from langgraph_s3.errors import (
     CheckpointConflictError,
@@ -375,8 +375,8 @@ def test_a_thread_started_again_carries_a_new_incarnation() -> None:
     assert again.item[schema.INCARNATION]["B"] != mark
     # Another saver's item with yet another incarnation: what this one cached goes.
     core.caches.known_blobs.put("t1/b/" + "0" * 64, True)
-    assert datakeys.incarnation(core, "t1", again.item[schema.INCARNATION]["B"]) is False
+    assert incarnations.incarnation(core, "t1", again.item[schema.INCARNATION]["B"]) is False
     assert core.caches.known_blobs.get("t1/b/" + "0" * 64) is True
-    assert datakeys.incarnation(core, "t1", b"\x00\x01\x02\x03") is True
+    assert incarnations.incarnation(core, "t1", b"\x00\x01\x02\x03") is True
     assert core.caches.known_blobs.get("t1/b/" + "0" * 64) is None
-    assert datakeys.incarnation(core, "t1", None) is False  # before 0.4.1: nothing said
+    assert incarnations.incarnation(core, "t1", None) is False  # before 0.4.1: nothing said

@@ -13,7 +13,7 @@ test (``test_two_savers_model.py``) found, as plain tests.
 
 Both by the thread's incarnation (``schema.INCARNATION``), which a thread started
 again carries anew: a saver that reads another one than it knew forgets what it
-cached of the thread and reads its key again (``datakeys.incarnation``).
+cached of the thread and reads its key again (``core/incarnations.py``).
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ from langgraph.checkpoint.base import (
 from langgraph_s3 import codec, guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
-from langgraph_s3.core.datakeys import incarnation_of_put, restarted, thread_key
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed
+from langgraph_s3.core.incarnations import incarnation_of_put, restarted
 from langgraph_s3.core.index import (
     IDEMPOTENT_MISMATCH,
     TXN_CANCELLED,

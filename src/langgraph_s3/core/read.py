@@ -20,8 +20,9 @@ from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort
 from langgraph_s3 import guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns
-from langgraph_s3.core.datakeys import incarnation, restarted, thread_key, thread_keys
+from langgraph_s3.core.datakeys import thread_key, thread_keys
 from langgraph_s3.core.entries import Blobs, ChunkRef, Entry, Envelope, Listed
+from langgraph_s3.core.incarnations import incarnation, restarted
 from langgraph_s3.core.index import Item, Query, TouchHead
 from langgraph_s3.core.objects import fetch_chunks, object_key, open_envelope, read_envelopes
 from langgraph_s3.core.paging import next_page, read_all

@@ -34,7 +34,7 @@ UNSTORED = "e"  #: channels with a version but no stored value (delta channels)
 #: The thread's incarnation: 4 random bytes drawn when a run starts the thread (its
 #: root checkpoint without parent), carried by every later checkpoint item; a copy
 #: gets its own. A saver that finds another one than it knew forgets what it cached
-#: of the thread (``datakeys.incarnation``). Items written before 0.4.1 have none.
+#: of the thread (``core/incarnations.py``). Items written before 0.4.1 have none.
 INCARNATION = "g"
 # Pending-writes items.
 TASK_ID = "tid"  #: its presence marks a pending-writes item

@@ -67,7 +67,7 @@ class Caches:
         #: thread -> its incarnation (``schema.INCARNATION``) when this saver last read
         #: or wrote it: what the other caches hold of the thread belongs to it. Not
         #: aged, and kept when they are dropped for another reason (a new key version):
-        #: only a thread started again (``datakeys.restarted``) has another.
+        #: only a thread started again (``incarnations.restarted``) has another.
         self.incarnations: LRU[str, bytes] = LRU(200_000)
         #: (thread, serializer type, SHA-256 of the serialized value) -> the entry it
         #: was stored as: a task's write and the next checkpoint hold the same value.

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.core import schema, values
 from langgraph_s3.core.config import thread_value
-from langgraph_s3.core.datakeys import incarnation_in, incarnation_of_put, restarted, thread_key
+from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.history import kept_chain
+from langgraph_s3.core.incarnations import incarnation_in, incarnation_of_put, restarted
 from langgraph_s3.core.index import DeleteHead, Item, Query, RunQuery, UnlinkParent
 from langgraph_s3.core.objects import delete_objects, list_keys, object_key, read_envelopes
 from langgraph_s3.core.paging import delete_items, put_items, read_all, thread_items
