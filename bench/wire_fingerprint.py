@@ -62,6 +62,11 @@ def make_deterministic() -> None:
     lg_checkpoint.datetime = _FakeDatetime  # type: ignore[attr-defined]
     random.seed(0)
     uuid.uuid4 = lambda: uuid.UUID(int=_lock_rng.getrandbits(128), version=4)
+    # A thread's incarnation (4 bytes of os.urandom) too.
+    import langgraph_s3.core.incarnations as incarnations
+
+    draw = lambda n: _lock_rng.getrandbits(8 * n).to_bytes(n, "big")  # noqa: E731
+    incarnations.os = type("Os", (), {"urandom": staticmethod(draw)})  # type: ignore[assignment]
 
 
 class Captured:

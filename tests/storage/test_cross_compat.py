@@ -17,6 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langgraph_s3 import AsyncS3Saver, S3Saver
+from langgraph_s3.core import schema
 from tests.conftest import Backend
 from tests.graphs.test_graphs import (
     Calls,
@@ -30,7 +31,9 @@ from tests.graphs.test_graphs import (
 # ~30 KB of text: the request, the draft and the outcome are stored as blobs.
 BIG_REQUEST = "#77 " + " ".join(f"line-{i:05d}" for i in range(2_800))
 # Attributes that record when an item was written, not what it holds.
-TIME_ATTRIBUTES = frozenset({"at", "rd", "expires_at"})
+#: What two savers writing the same checkpoints write differently: times, and the
+#: thread's incarnation (random; checked apart).
+TIME_ATTRIBUTES = frozenset({"at", "rd", "expires_at", schema.INCARNATION})
 
 
 async def ahistory(graph: Any, config: RunnableConfig) -> list[Any]:
@@ -207,6 +210,9 @@ async def test_both_savers_write_identical_bytes(moto_server: str) -> None:
     for key, body in sync_objects.items():
         assert body == async_objects[key], key
     assert sync_items == async_items
+    for backend in (sync_backend, async_backend):  # one incarnation per thread, 4 bytes
+        marks = {i[schema.INCARNATION]["B"] for i in backend.items() if "h" in i}
+        assert len(marks) == 1 and len(next(iter(marks))) == 4
 
     # And each saver reads what the other wrote.
     for sync_config, async_config, (cp, metadata) in zip(
