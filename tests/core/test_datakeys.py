@@ -319,7 +319,7 @@ def test_rekey_skips_tenant_references() -> None:
 
 
 # ------------------------------------------------------------- no key items yet
-def test_a_writer_takes_a_reads_answer_that_a_thread_has_no_key_once_within_key_ttl(
+def test_a_writer_takes_a_reads_answer_that_a_thread_has_no_key_once_within_absent_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     now = [100.0]
@@ -331,9 +331,9 @@ def test_a_writer_takes_a_reads_answer_that_a_thread_has_no_key_once_within_key_
         script = Script(datakeys.thread_key(core, "t-1"))
         script.expect(load_query, page([]))
         assert script.returns() is None
-    # A writer within key_ttl: straight to the conditional put of version 1; if
-    # another writer was first, its key is read.
-    now[0] = 109.0
+    # A writer within ABSENT_FOR (2 s): straight to the conditional put of version 1;
+    # if another writer was first, its key is read.
+    now[0] = 101.9
     script = Script(datakeys.thread_key(core, "t-1", create=True))
     script.expect(PutNew, False)
     script.expect(version_query, page([created_item(KeyScope.thread("t-1"))]))
@@ -343,10 +343,11 @@ def test_a_writer_takes_a_reads_answer_that_a_thread_has_no_key_once_within_key_
     script = Script(datakeys.thread_key(core, "t-1", create=True))
     script.expect(load_query, page([created_item(KeyScope.thread("t-1"))]))
     assert script.returns() is not None
-    # Not after key_ttl.
+    # Not after ABSENT_FOR, though well within key_ttl (10 s here): writers that
+    # disagree on tenant_of could each create their scope's item within it.
     now[0] = 100.0
     script = Script(datakeys.thread_key(core, "t-2"))
     script.expect(load_query, page([]))
-    now[0] = 110.0
+    now[0] = 102.0
     script = Script(datakeys.thread_key(core, "t-2", create=True))
     script.expect(load_query, page([]))

@@ -381,18 +381,24 @@ def _load_thread(
     return (yield from _tenant_keys(core, tenant, at, create=writer))
 
 
+#: How long a writer takes a read's answer that a thread has no key items (seconds):
+#: long enough for LangGraph's first put, which follows its read at once; short, since
+#: writers that disagree on ``tenant_of`` can both create within it (two scopes).
+ABSENT_FOR = 2.0
+
+
 def _thread_items(
     core: SaverCore, scope: KeyScope, folder: str, writer: bool
 ) -> Flow[Sequence[Mapping[str, Any]]]:
     """The thread's key items, newest first: every version (a thread being re-encrypted
     has two), then the reference, if any. A writer takes a read's answer of none
-    (``Encryption.absent``, younger than ``key_ttl``) instead of asking again: with
+    (``Encryption.absent``, younger than :data:`ABSENT_FOR`) instead of asking again: with
     none it only puts conditionally, and reads what another writer stored first."""
     enc = core.encryption
     assert enc is not None
     seen = enc.absent.get(folder)
     enc.absent.pop(folder)  # taken once: the load stores what it finds or makes
-    if writer and seen is not None and time.monotonic() - seen < enc.key_ttl:
+    if writer and seen is not None and time.monotonic() - seen < ABSENT_FOR:
         return []
     query = Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
     return (yield from read_all(query))

@@ -113,8 +113,9 @@ class Encryption:
     scopes: LRU[str, str] = field(default_factory=lambda: LRU(100_000), repr=False, compare=False)
 
     #: Threads a read found no key items for: thread folder -> when (monotonic seconds,
-    #: from before the read). A writer's next load of the thread, within ``key_ttl``,
-    #: takes that answer instead of asking again (``datakeys``); a reader always asks.
+    #: from before the read). A writer's next load of the thread, within
+    #: ``datakeys.ABSENT_FOR`` (2 s), takes that answer instead of asking again; a
+    #: reader always asks.
     absent: LRU[str, float] = field(default_factory=lambda: LRU(100_000), repr=False, compare=False)
 
     #: Loads in progress: thread folder -> done (True: a key was loaded). A call that
