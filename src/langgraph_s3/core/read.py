@@ -142,15 +142,12 @@ def load(
     """
     try:
         return (yield from _load(core, found, requested, remember))
-    except KeyVersionError as exc:
-        if not exc.newer:
+    except (KeyVersionError, SealedObjectError) as exc:
+        # Re-encrypted since this saver loaded the thread's keys (a newer version:
+        # they are marked stale already), or maybe deleted and started again
+        # elsewhere under a new key: this second pass loads them again.
+        if not (isinstance(exc, KeyVersionError) and exc.newer):
             _stale_keys(core, found, exc)
-        # Re-encrypted since this saver loaded the thread's keys (they are marked
-        # stale), or maybe deleted and started again elsewhere under a new key: this
-        # second pass loads them again.
-        return (yield from _load(core, found, requested, remember))
-    except SealedObjectError as exc:
-        _stale_keys(core, found, exc)
         return (yield from _load(core, found, requested, remember))
 
 

@@ -87,19 +87,13 @@ class Caches:
         )
         return sum(c.hits for c in caches)
 
-    def forget_thread(self, thread_id: str, folder: str) -> bool:
-        """Drop everything about a thread (whose objects live under ``folder``); True
-        if anything was cached. Costs what the thread has cached, nothing for a
-        thread this saver never touched."""
-        found = [
-            self.objects.discard_group(folder),
-            self.known_blobs.discard_group(folder),
-            self.known_lists.discard_group(folder),
-            self.entries.discard_group(thread_id),
-            self.latest.discard_group(thread_id),
-            self.values.discard_group(thread_id),
-        ]
-        return any(found)
+    def forget_thread(self, thread_id: str, folder: str) -> None:
+        """Drop everything about a thread (whose objects live under ``folder``). Costs
+        what the thread has cached, nothing for a thread this saver never touched."""
+        for by_folder in (self.objects, self.known_blobs, self.known_lists):
+            by_folder.discard_group(folder)
+        for by_thread in (self.entries, self.latest, self.values):
+            by_thread.discard_group(thread_id)
 
 
 class SaverCore(BaseCheckpointSaver[str]):
