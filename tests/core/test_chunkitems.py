@@ -279,7 +279,7 @@ def test_the_chunk_items_of_a_body_in_s3_come_with_the_object() -> None:
     object's GET and one BatchGetItem."""
     writer = make_core(inline_threshold=0, index_inline_limit=0)
     stored = store(config(), checkpoint("c01", {"m": "hello"}), core=writer)
-    [(pk, sk)] = stored.chunk_items
+    [(_, sk)] = stored.chunk_items
     assert stored.row.body is None and stored.row.item_prefetch == (bytes.fromhex(sk[2:]),)
     assert stored.row.prefetch == ()  # pf names loose blobs only
     script = Script(read.get_tuple(make_core(), config()))
