@@ -1,6 +1,8 @@
 """Races around a thread's data key: calls cancelled during a key load or while
-waiting for one, a writer that took a read's 'no key', and a key item that arrives
-after its thread's data (what the shred-leftover collector must not take)."""
+waiting for one, writers that disagree on ``tenant_of`` starting a thread (one of them
+having taken a read's 'no key', or both at once: one scope, core/scopes.py), and a key
+item that arrives after its thread's data (what the shred-leftover collector must not
+take)."""
 
 from __future__ import annotations
 
