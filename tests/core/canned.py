@@ -20,6 +20,7 @@ from langgraph_s3.core.commit import put
 from langgraph_s3.core.datakeys import KeyRing, KeyScope
 from langgraph_s3.core.index import (
     TXN_CANCELLED,
+    BatchWrite,
     Cancelled,
     Page,
     PutNew,
@@ -74,6 +75,8 @@ class Stored:
     config: RunnableConfig | None = None
     #: With encryption=: the data key items the flow created.
     key_items: list[dict[str, Any]] = field(default_factory=list)
+    #: Chunk items (layout 5) the flow wrote, by (pk, sk).
+    chunk_items: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     @property
     def row(self) -> schema.Row:
@@ -100,6 +103,11 @@ def _answer(stored: Stored, op: Any) -> Any:
         return None
     if isinstance(op, WaitUpload):
         return True
+    if isinstance(op, BatchWrite):
+        for request in op.requests:
+            item = request["PutRequest"]["Item"]
+            stored.chunk_items[item[schema.PK]["S"], item[schema.SK]["S"]] = dict(item)
+        return []
     if isinstance(op, Transact):
         for _, part in op.parts:
             if "Put" in part:

@@ -4,12 +4,21 @@ reader finds them there (layout 2)."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
 from langgraph_s3 import codec
 from langgraph_s3.core import packs, read, schema
-from langgraph_s3.core.entries import PENDING, Blobs, Inline, Span, entry_from_wire
+from langgraph_s3.core.entries import (
+    IN_INDEX,
+    PENDING,
+    Blobs,
+    Inline,
+    Listed,
+    Span,
+    entry_from_wire,
+)
 from langgraph_s3.core.packs import ChunkRef
 from langgraph_s3.errors import CorruptObjectError
 from langgraph_s3.operations import S3Get
@@ -32,7 +41,7 @@ ONE = os.urandom(12_000).hex()
 
 
 def test_one_new_chunk_stays_a_loose_blob_and_the_entry_is_layout_1() -> None:
-    core = make_core()
+    core = make_core(chunk_items=False)
     sealed = packs.seal(core, "t1", {core.layout.blob_key("t1", "ab" * 32): b"frame"})
     assert list(sealed.shares.bodies) == [core.layout.blob_key("t1", "ab" * 32)]
     entry = Blobs("msgpack", (bytes.fromhex("ab" * 32),), (5,), b"", 1, (PENDING,))
@@ -173,7 +182,7 @@ def test_a_large_call_makes_several_packs_read_in_parallel_parts(
 def test_a_chunk_stored_meanwhile_is_referenced_where_it_is() -> None:
     """Between planning a value and placing its chunks, another flow may have stored
     one of them (in a pack, or loose): it is referenced there, not uploaded again."""
-    core = make_core()
+    core = make_core(chunk_items=False)
     in_pack, loose, new = (core.layout.blob_key("t1", f"{i:064x}") for i in range(3))
     core.caches.known_blobs.put(in_pack, Span(b"\x01" * 32, 0, 5))
     core.caches.known_blobs.put(loose, True)
@@ -187,7 +196,7 @@ def test_a_chunk_stored_meanwhile_is_referenced_where_it_is() -> None:
 
 
 def test_two_or_fewer_new_chunks_stay_loose_blobs() -> None:
-    core = make_core()
+    core = make_core(chunk_items=False)
     keys = [core.layout.blob_key("t1", f"{i:064x}") for i in range(2)]
     sealed = packs.seal(core, "t1", dict.fromkeys(keys, b"frame"))
     assert sorted(sealed.shares.bodies) == keys and set(sealed.placed.values()) == {None}
@@ -221,3 +230,15 @@ def test_a_warm_read_of_a_body_in_s3_sends_no_range_again() -> None:
     again.expect(is_query, page([stored.item]))
     tup = again.returns()  # object, chunks: all cached, no GET
     assert tup is not None and tup.checkpoint["channel_values"] == {"doc": DOC}
+
+
+def test_a_body_naming_a_chunk_item_needs_layout_5() -> None:
+    d = b"d" * 32
+    item = Blobs("t", (d,), (1,), b"", 0, (IN_INDEX,))
+    assert packs.layout_of([item]) == codec.LAYOUT_ITEMS == codec.FORMAT_VERSION
+    # also when only the chunk list names it: an older release refuses the body
+    assert packs.layout_of([Listed(d, 10, None, item)]) == codec.LAYOUT_ITEMS
+    assert packs.layout_of([Listed(d, 10, None, replace(item, spans=None))]) == 3
+    ref = packs.chunk_refs_in("t/", item)[0]
+    assert ref.item and ref.span is None and ref.pack is None
+    assert packs.objects_in("t/", item) == []

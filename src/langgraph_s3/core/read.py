@@ -186,9 +186,10 @@ def _load(
     # Checkpoint objects, pending-write chunks and the value blobs the index names
     # go out in the same round trip.
     prefetch = [
-        ChunkRef(core.layout.blob_key(row.thread_id, d.hex()))
+        ChunkRef(core.layout.blob_key(row.thread_id, d.hex()), item=item)
         for row, _ in found
-        for d in row.prefetch
+        for digests, item in ((row.prefetch, False), (row.item_prefetch, True))
+        for d in digests
     ]
     # Only beside an object still to be read: a cached one's chunks are cached too.
     ranges = [
@@ -287,7 +288,7 @@ def assemble(
         version = checkpoint["channel_versions"].get(name)
         values.cache_entry(core, row.thread_id, row.ns, name, version, entry)
         for ref in packs.chunk_refs(core, row.thread_id, entry):
-            core.caches.known_blobs.put(ref.key, ref.span or True)
+            core.caches.known_blobs.put(ref.key, ref.known())
     checkpoint["channel_values"] = channel_values
     metadata = values.deserialize(core, *env.metadata, "metadata", key)
     ids = {"thread_id": row.thread_id, "checkpoint_ns": row.ns}

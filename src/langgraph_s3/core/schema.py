@@ -27,6 +27,7 @@ SIZE = "sz"  #: size of the checkpoint object
 BODY = "b"  #: the checkpoint object itself, when small
 PREFETCH = "pf"  #: digests of the value blobs a reader GETs beside the object
 PACK_PREFETCH = "pp"  #: pack ranges (digest, start, end) a reader GETs beside the object
+ITEM_PREFETCH = "pi"  #: digests of the chunk items a reader gets beside the object
 AT = "at"  #: commit / last write time, ms
 RUN = "run"  #: run id (key of the by_run index)
 METADATA = "md"  #: metadata index: key -> metadata_index_value
@@ -50,6 +51,9 @@ KEY_VERSION = "kv"  #: the data key's version (N): its id, and part of its encry
 KEK = "kek"  #: what wrapped it: the KMS key ARN, or the static ring's key id
 TENANT = "tn"  #: raw tenant id, on a tenant's data key item (a thread's has ``th``)
 
+# Chunk items (layout 5): a small value chunk stored in the thread's partition.
+VALUE = "v"  #: the chunk's blob frame, exactly as its loose S3 blob would hold it
+
 #: Global secondary index of checkpoint items by run id (``delete_for_runs``).
 GSI_RUN = "by_run"
 #: Sort key of the item naming the region that owns a thread (cross-region setups).
@@ -58,6 +62,32 @@ OWNER_SK = "o"
 WRITES_MARK = "#w#"
 #: Begins the sort key of every data key item; :func:`key_sk` adds the version.
 KEY_SK_PREFIX = "k#"
+
+
+#: Begins the sort key of every chunk item; :func:`chunk_sk` adds the chunk's name.
+CHUNK_SK_PREFIX = "b#"
+
+
+def chunk_sk(name: bytes) -> str:
+    """The sort key of the chunk item holding the chunk named ``name`` (the digest
+    that names its loose blob ``{thread}/b/{hex}``; keyed with encryption)."""
+    return CHUNK_SK_PREFIX + name.hex()
+
+
+def chunk_item(pk: str, name: bytes, frame: bytes, at_ms: int) -> dict[str, Any]:
+    """A chunk item: the blob ``frame`` of the chunk ``name`` in partition ``pk``,
+    written at ``at_ms`` (a rewrite refreshes it, as a re-upload refreshes a blob)."""
+    return {PK: s(pk), SK: s(chunk_sk(name)), VALUE: b(frame), AT: n(at_ms)}
+
+
+def is_chunk_item(item: Mapping[str, Any]) -> bool:
+    """A chunk item (layout 5), by its sort key."""
+    return str(item[SK]["S"]).startswith(CHUNK_SK_PREFIX)
+
+
+def chunk_name(item: Mapping[str, Any]) -> bytes:
+    """The name (digest) of the chunk a chunk item holds."""
+    return bytes.fromhex(str(item[SK]["S"])[len(CHUNK_SK_PREFIX) :])
 
 
 #: Sort key of a thread's tenant reference: the thread's data key is the key of the
@@ -128,6 +158,8 @@ class Row:
     # The same for chunks in packs: (pack digest, start, end) of the byte range
     # holding the value chunks each pack has for this checkpoint.
     pack_ranges: tuple[tuple[bytes, int, int], ...] = ()
+    # The same for chunk items (layout 5): read by BatchGetItem beside the object.
+    item_prefetch: tuple[bytes, ...] = ()
     #: The thread's incarnation (``INCARNATION``); None in items before 0.4.1.
     incarnation: bytes | None = None
 
@@ -179,6 +211,7 @@ def parse_row(item: dict[str, Any]) -> Row:
         body=item[BODY]["B"] if BODY in item else None,
         prefetch=_split_digests(item.get(PREFETCH, {}).get("B")),
         pack_ranges=_split_ranges(item.get(PACK_PREFETCH, {}).get("B")),
+        item_prefetch=_split_digests(item.get(ITEM_PREFETCH, {}).get("B")),
         incarnation=item.get(INCARNATION, {}).get("B"),
     )
 
