@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_chec
 
 from langgraph_s3.core import SaverCore, schema
 from langgraph_s3.core.commit import put
-from langgraph_s3.core.index import Page, PutNew, Query, Transact, WritesUpdate
+from langgraph_s3.core.index import BatchWrite, Page, PutNew, Query, Transact, WritesUpdate
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.operations import IndexRequest, S3Get, S3Put, WaitUpload
 from tests.core.script import Script
@@ -65,6 +65,8 @@ class Stored:
     config: RunnableConfig | None = None
     #: With encryption=: the data key items the flow created.
     key_items: list[dict[str, Any]] = field(default_factory=list)
+    #: The chunk items (layout 5) it wrote, written before its commit as its objects.
+    chunk_items: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def row(self) -> schema.Row:
@@ -88,6 +90,9 @@ def _answer(stored: Stored, op: Any) -> Any:
         return None
     if isinstance(op, WaitUpload):
         return True
+    if isinstance(op, BatchWrite):  # chunk items, all stored (none deferred)
+        stored.chunk_items += [r["PutRequest"]["Item"] for r in op.params["RequestItems"]["t"]]
+        return []
     if isinstance(op, Transact):
         for _, part in op.parts:
             if "Put" in part:
