@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from langgraph_s3 import codec
 from langgraph_s3.core import schema
 from langgraph_s3.core.collect_items import needed, ref_key
 from langgraph_s3.core.entries import IN_INDEX, Blobs, Span
@@ -236,3 +237,70 @@ def test_needed_names_the_objects_and_the_chunk_items_of_an_entry() -> None:
         f"app/t1/b#{item.hex()}",
     ]
     assert ref_key(Layout.folder_of_pk("app/t1"), schema.chunk_sk(item)) == needed(folder, entry)[2]
+
+
+# --------------------------------------------------------------------------- with encryption
+def sealed_thread_with_items(storage: Storage) -> tuple[Any, Stored, Stored]:
+    """A sealed thread t1 in ``storage``: c1 names a sealed chunk item; c9, never
+    committed, left one. Returns its ``Encryption``, c1 and c9."""
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    enc = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
+    core = make_core(encryption=enc)
+    c1 = store(config(), checkpoint("c1", {"mid": MID}), core=core)
+    c9 = store(config("t1", "c1"), checkpoint("c9", {"mid": LOST}), core=core)
+    assert codec.is_sealed(c1.chunk_items[0][schema.VALUE]["B"])
+    with_items(storage, c1)
+    with_items(storage, c9, committed=False)
+    return enc, c1, c9
+
+
+def test_with_encryption_sealed_chunk_items_are_marked_by_their_keyed_names(
+    tmp_path: Path,
+) -> None:
+    storage = Storage()
+    storage.encryption, c1, _ = sealed_thread_with_items(storage)
+    report = storage.run(tmp_path, at=T0 + HOUR, grace=0)
+    assert not report.errors and not report.threads_protected
+    assert (report.chunk_items_referenced, report.chunk_items_deleted) == (1, 1)
+    assert chunk_keys(storage) == {(i["pk"]["S"], i["sk"]["S"]) for i in c1.chunk_items}
+
+
+def test_a_shreds_leftovers_lose_their_chunk_items_with_their_other_items(
+    tmp_path: Path,
+) -> None:
+    from langgraph_s3 import Encryption
+
+    storage = Storage()
+    enc, c1, c9 = sealed_thread_with_items(storage)
+    for key in [k for k in storage.items if k[1].startswith(schema.KEY_SK_PREFIX)]:
+        del storage.items[key]
+    storage.encryption = Encryption(enc.ring)
+    first = storage.run(tmp_path, at=T0 + 60, grace=HOUR)
+    assert first.threads_orphaned_waiting == ["t1"] and first.chunk_items_referenced == 2
+    report = storage.run(tmp_path, at=T0 + DAY, grace=HOUR)
+    assert report.threads_orphaned == ["t1"] and not storage.items
+    deleted = {op.sk for op in storage.sent if isinstance(op, DeleteUnchanged)}
+    assert {i["sk"]["S"] for s in (c1, c9) for i in s.chunk_items} <= deleted
+    # Deleted as the leftovers' items, once: the sweep of chunk items does not judge them.
+    assert report.chunk_items == 0 and storage.condemned() == {}
+
+
+def test_a_keyless_thread_holding_a_chunk_item_stored_without_encryption_is_protected(
+    tmp_path: Path,
+) -> None:
+    from langgraph_s3 import Encryption
+
+    storage = Storage()
+    enc, c1, _ = sealed_thread_with_items(storage)
+    for key in [k for k in storage.items if k[1].startswith(schema.KEY_SK_PREFIX)]:
+        del storage.items[key]
+    plain = store(config(), checkpoint("c1", {"mid": os.urandom(5000).hex()}))
+    with_items(storage, plain, committed=False)  # a chunk item written without encryption
+    storage.encryption = Encryption(enc.ring)
+    report = storage.run(tmp_path, at=T0 + DAY, grace=HOUR)
+    assert report.threads_orphaned == [] and report.threads_orphaned_waiting == []
+    [protected] = report.threads_protected
+    assert "stored without encryption" in protected["reason"]
+    assert storage.has_item(c1) and len(chunk_keys(storage)) == 3
