@@ -132,3 +132,18 @@ def test_whole_thread_deletes_leave_no_chunk_item(inproc_backend: Backend) -> No
     assert report.threads_expired == ["idle"] and report.chunk_items == 3  # busy's
     assert not [i for i in inproc_backend.items() if i[schema.PK]["S"] == "idle"]
     assert len(chunk_items(inproc_backend, "busy")) == 3
+
+
+def test_delete_tenant_leaves_no_chunk_item_of_its_threads(inproc_backend: Backend) -> None:
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    ring = StaticKeyRing({"r": os.urandom(32)}, current="r")
+    enc = Encryption(ring, tenant_of=lambda thread: thread.split(":")[0])
+    saver = inproc_backend.saver(encryption=enc)
+    for thread in ("acme:1", "acme:2", "beta:1"):
+        put_steps(saver, 2, thread=thread)
+        assert len(chunk_items(inproc_backend, thread)) == 2
+    assert saver.delete_tenant("acme") == 2
+    assert not [i for i in inproc_backend.items() if i[schema.PK]["S"].startswith("acme:")]
+    assert len(chunk_items(inproc_backend, "beta:1")) == 2
