@@ -65,8 +65,8 @@ class Stored:
     config: RunnableConfig | None = None
     #: With encryption=: the data key items the flow created.
     key_items: list[dict[str, Any]] = field(default_factory=list)
-    #: The chunk items (layout 5) it wrote, written before its commit as its objects.
-    chunk_items: list[dict[str, Any]] = field(default_factory=list)
+    #: Chunk items (layout 5) the flow wrote, by (pk, sk).
+    chunk_items: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     @property
     def row(self) -> schema.Row:
@@ -90,8 +90,10 @@ def _answer(stored: Stored, op: Any) -> Any:
         return None
     if isinstance(op, WaitUpload):
         return True
-    if isinstance(op, BatchWrite):  # chunk items, all stored (none deferred)
-        stored.chunk_items += [r["PutRequest"]["Item"] for r in op.params["RequestItems"]["t"]]
+    if isinstance(op, BatchWrite):
+        for request in op.requests:
+            item = request["PutRequest"]["Item"]
+            stored.chunk_items[item[schema.PK]["S"], item[schema.SK]["S"]] = dict(item)
         return []
     if isinstance(op, Transact):
         for _, part in op.parts:

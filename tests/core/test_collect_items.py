@@ -30,8 +30,13 @@ def with_items(storage: Storage, *stored: Stored, committed: bool = True) -> Non
     """What puts wrote, their chunk items too (written before the commit, like objects)."""
     storage.add(*stored, committed=committed)
     for s in stored:
-        for item in s.chunk_items:
+        for item in items_of(s):
             storage.items[item[schema.PK]["S"], item[schema.SK]["S"]] = item
+
+
+def items_of(stored: Stored) -> list[dict[str, Any]]:
+    """The chunk items a put wrote."""
+    return list(stored.chunk_items.values())
 
 
 def chunk_keys(storage: Storage) -> set[tuple[str, str]]:
@@ -50,7 +55,7 @@ def a_thread_with_items(at: float = T0) -> tuple[Stored, Stored, Stored]:
     c1 = store(config(), checkpoint("c1", {"mid": MID, "x": 1}), core=core)
     w1 = store_writes(config("t1", "c1"), [("out", os.urandom(5000).hex())], "task", core=core)
     c9 = store(config("t1", "c1"), checkpoint("c9", {"mid": LOST}), core=core)
-    assert all(len(s.chunk_items) == 1 for s in (c1, w1, c9)) and not c1.objects
+    assert all(len(items_of(s)) == 1 for s in (c1, w1, c9)) and not c1.objects
     return c1, w1, c9
 
 
@@ -61,7 +66,7 @@ def test_chunk_items_entries_name_are_kept_and_the_others_go_after_two_runs(
     storage = Storage()
     with_items(storage, c1, w1)
     with_items(storage, c9, committed=False)
-    (live,), (written,), (junk,) = c1.chunk_items, w1.chunk_items, c9.chunk_items
+    (live,), (written,), (junk,) = items_of(c1), items_of(w1), items_of(c9)
 
     first = storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
     assert storage.condemned() == {state_ref(junk): T0 + HOUR}
@@ -97,7 +102,7 @@ def test_the_sweep_of_chunk_items_comes_after_the_listing_and_before_the_state(
     storage = Storage()
     with_items(storage, c1, w1)
     with_items(storage, c9, committed=False)
-    storage.condemn({state_ref(c9.chunk_items[0]): T0})
+    storage.condemn({state_ref(items_of(c9)[0]): T0})
     storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
     tail = storage.rounds[-4:]
     assert tail[0] == [S3Get(storage.state_key)] and tail[1] == S3List("")
@@ -111,14 +116,14 @@ def test_a_chunk_item_written_again_since_it_was_condemned_stays(tmp_path: Path)
     with_items(storage, c1, w1)
     with_items(storage, c9, committed=False)
     storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
-    (junk,) = c9.chunk_items
+    (junk,) = items_of(c9)
     assert state_ref(junk) in storage.condemned()
 
     # A writer stores the same chunk again (a put retried): ``at`` is refreshed, and the
     # item is young, so the run after grace keeps it (still condemned, not deleted).
     later = make_core(clock=lambda: T0 + 1.5 * HOUR)
     again = store(config("t1", "c1"), checkpoint("c9", {"mid": LOST}), core=later)
-    assert [i[schema.SK] for i in again.chunk_items] == [junk[schema.SK]]
+    assert [i[schema.SK] for i in items_of(again)] == [junk[schema.SK]]
     with_items(storage, again, committed=False)
     report = storage.run(tmp_path, at=T0 + 2 * HOUR, grace=HOUR)
     assert report.chunk_items_deleted == 0
@@ -142,7 +147,7 @@ def test_a_chunk_item_written_again_after_the_scan_survives_its_delete(tmp_path:
     storage = RewrittenAfterScan()
     with_items(storage, c1, w1)
     with_items(storage, c9, committed=False)
-    (junk,) = c9.chunk_items
+    (junk,) = items_of(c9)
     storage.condemn({state_ref(junk): T0})
 
     report = storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
@@ -160,7 +165,7 @@ def test_a_dry_run_counts_the_chunk_items_it_would_delete_and_deletes_none(
     storage = Storage()
     with_items(storage, c1, w1)
     with_items(storage, c9, committed=False)
-    (junk,) = c9.chunk_items
+    (junk,) = items_of(c9)
     storage.condemn({state_ref(junk): T0})
     report = storage.run(tmp_path, at=T0 + HOUR, grace=HOUR, dry_run=True)
     assert (report.chunk_items_deleted, report.chunk_item_bytes_deleted) == (
@@ -184,7 +189,7 @@ def test_a_protected_threads_chunk_items_are_spared(tmp_path: Path) -> None:
     storage.add(lost)
     for key in lost.objects:
         del storage.objects[key]
-    storage.condemn({state_ref(c9.chunk_items[0]): T0 - DAY})
+    storage.condemn({state_ref(items_of(c9)[0]): T0 - DAY})
 
     report = storage.run(tmp_path, at=T0 + DAY, grace=0)
     assert report.chunk_items == 3 and report.chunk_items_referenced == 3
@@ -208,7 +213,7 @@ def test_an_expired_threads_chunk_items_go_with_its_items_and_are_not_judged(
     report = storage.run(tmp_path, at=T0 + 2 * DAY, grace=HOUR, idle_ttl=DAY)
     assert report.threads_expired == ["t1"]
     expired = {(k["pk"]["S"], k["sk"]["S"]) for k in deleted_items(storage.sent)}
-    assert {(i["pk"]["S"], i["sk"]["S"]) for s in (c1, w1, c9) for i in s.chunk_items} <= expired
+    assert {(i["pk"]["S"], i["sk"]["S"]) for s in (c1, w1, c9) for i in items_of(s)} <= expired
     assert chunk_keys(storage) == set()
     assert report.chunk_items == 0 and report.chunk_items_condemned == 0
     assert not [op for op in storage.sent if isinstance(op, DeleteUnchanged)]
@@ -250,7 +255,7 @@ def sealed_thread_with_items(storage: Storage) -> tuple[Any, Stored, Stored]:
     core = make_core(encryption=enc)
     c1 = store(config(), checkpoint("c1", {"mid": MID}), core=core)
     c9 = store(config("t1", "c1"), checkpoint("c9", {"mid": LOST}), core=core)
-    assert codec.is_sealed(c1.chunk_items[0][schema.VALUE]["B"])
+    assert codec.is_sealed(items_of(c1)[0][schema.VALUE]["B"])
     with_items(storage, c1)
     with_items(storage, c9, committed=False)
     return enc, c1, c9
@@ -264,7 +269,7 @@ def test_with_encryption_sealed_chunk_items_are_marked_by_their_keyed_names(
     report = storage.run(tmp_path, at=T0 + HOUR, grace=0)
     assert not report.errors and not report.threads_protected
     assert (report.chunk_items_referenced, report.chunk_items_deleted) == (1, 1)
-    assert chunk_keys(storage) == {(i["pk"]["S"], i["sk"]["S"]) for i in c1.chunk_items}
+    assert chunk_keys(storage) == {(i["pk"]["S"], i["sk"]["S"]) for i in items_of(c1)}
 
 
 def test_a_shreds_leftovers_lose_their_chunk_items_with_their_other_items(
@@ -282,7 +287,7 @@ def test_a_shreds_leftovers_lose_their_chunk_items_with_their_other_items(
     report = storage.run(tmp_path, at=T0 + DAY, grace=HOUR)
     assert report.threads_orphaned == ["t1"] and not storage.items
     deleted = {op.sk for op in storage.sent if isinstance(op, DeleteUnchanged)}
-    assert {i["sk"]["S"] for s in (c1, c9) for i in s.chunk_items} <= deleted
+    assert {i["sk"]["S"] for s in (c1, c9) for i in items_of(s)} <= deleted
     # Deleted as the leftovers' items, once: the sweep of chunk items does not judge them.
     assert report.chunk_items == 0 and storage.condemned() == {}
 

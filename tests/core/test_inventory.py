@@ -137,7 +137,7 @@ def test_chunk_items_are_counted_in_summaries_and_thread_figures() -> None:
     """Chunk items (layout 5) are blobs kept in the index: counted with their bytes."""
     core = make_core()
     first = store(config("t1"), checkpoint(CID1, {"a": os.urandom(5000).hex()}), core=core)
-    (item,) = first.chunk_items
+    (item,) = first.chunk_items.values()
     items = [first.item, first.head, item]
     summary = inventory.summarize(LAYOUT, items)
     frame = item[schema.VALUE]["B"]
