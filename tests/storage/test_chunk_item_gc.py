@@ -21,13 +21,9 @@ from tests.storage.test_retention_gc import DAY, HOUR, Clock
 SIZE = 5000
 
 
-def chunk_items(backend: Backend, thread: str = "t1") -> dict[str, dict[str, Any]]:
-    """The thread's chunk items by sort key."""
-    return {
-        i[schema.SK]["S"]: i
-        for i in backend.items()
-        if i[schema.PK]["S"] == thread and schema.is_chunk_item(i)
-    }
+def chunk_items(backend: Backend, thread: str = "t1") -> dict[str, bytes]:
+    """The thread's chunk items: sort key -> the frame each holds."""
+    return {k.split("|", 1)[1]: frame for k, frame in backend.chunk_items(thread).items()}
 
 
 def put_steps(saver: S3Saver, n: int, thread: str = "t1", run: str = "r1") -> list[Any]:
@@ -89,10 +85,12 @@ def test_a_chunk_item_written_again_while_the_collector_deletes_it_survives(
     def rewrite(params: dict[str, Any], **_: Any) -> None:
         key = params["Key"]
         if key[schema.SK]["S"].startswith(schema.CHUNK_SK_PREFIX):
-            item = chunk_items(inproc_backend)[key[schema.SK]["S"]]
-            fresh = {**item, schema.AT: schema.n(int(clock() * 1000))}
+            sk = key[schema.SK]["S"]
+            frame = chunk_items(inproc_backend)[sk]
+            name = bytes.fromhex(sk[len(schema.CHUNK_SK_PREFIX) :])
+            fresh = schema.chunk_item("t1", name, frame, int(clock() * 1000))
             inproc_backend.dynamodb().put_item(TableName=inproc_backend.table, Item=fresh)
-            rewrites.append(key[schema.SK]["S"])
+            rewrites.append(sk)
 
     gc.dynamodb_client.meta.events.register("before-parameter-build.dynamodb.DeleteItem", rewrite)
     report = collect(gc, grace=HOUR)

@@ -75,7 +75,9 @@ def test_week_long_pause_survives_then_idle_thread_is_collected(backend: Backend
     cfg = {"configurable": {"thread_id": "refund-7"}}
     approval_graph(backend.saver(clock=clock)).invoke({"request": "refund order 7 "}, cfg)
     needed = thread_objects(backend, backend.saver(), "refund-7")
-    assert any("/b/" in k for k in needed), "the document should be a blob"
+    # The document compresses to a chunk item (layout 5), kept in the thread's partition.
+    items = backend.chunk_items("refund-7")
+    assert items, "the document should be a chunk item"
 
     # A week passes with the approval pending; the collector runs every day with a
     # 3.5-day idle TTL. The pending thread is kept and loses nothing.
@@ -85,8 +87,9 @@ def test_week_long_pause_survives_then_idle_thread_is_collected(backend: Backend
         idle = day > 3.5
         assert report.threads_kept_interrupted == (["refund-7"] if idle else [])
         assert report.threads_expired == []
-        assert report.objects_deleted == 0
+        assert report.objects_deleted == 0 and report.chunk_items_deleted == 0
     assert needed <= thread_objects(backend, backend.saver(), "refund-7")
+    assert backend.chunk_items("refund-7") == items
 
     # Approved a week later, from a brand-new saver: the graph completes.
     result = approval_graph(backend.saver(clock=clock)).invoke(Command(resume=True), cfg)
@@ -99,6 +102,7 @@ def test_week_long_pause_survives_then_idle_thread_is_collected(backend: Backend
     assert report.threads_expired == ["refund-7"]
     assert report.objects_deleted == 0 and report.objects_condemned >= len(needed)
     assert backend.saver().get_tuple(cfg) is None
+    assert backend.chunk_items("refund-7") == {}  # gone with the thread's items
     clock.advance(HOUR / 2)
     assert collect(backend.saver(clock=clock), grace=HOUR).objects_deleted == 0
     clock.advance(HOUR)
