@@ -11,7 +11,8 @@
    A tenant's thread holds only a reference to its tenant's key, which stays: it
    is expired, not shredded.
 2. **Mark.** Every object referenced by the index: the checkpoint objects, the
-   blobs their values use and the blobs of large pending writes.
+   blobs their values use and the blobs of large pending writes; and every chunk
+   item (layout 5, a blob kept in the index) they name.
 3. **Sweep, in two phases.** An object that nothing references is *condemned*;
    it is deleted by a later run only if it was already condemned at least
    ``grace`` seconds earlier, is still unreferenced, and was last written more
@@ -19,7 +20,8 @@
    saver trusts that a blob exists for ``cache_ttl`` seconds only, so with
    ``grace > 2 * (cache_ttl + longest put)`` no committed checkpoint can lose an
    object. Condemnations are kept in ``{prefix}.gc/state`` (``.`` never starts an
-   encoded thread segment, so it cannot collide with a thread).
+   encoded thread segment, so it cannot collide with a thread). Chunk items are
+   swept the same way, from the scan (:mod:`langgraph_s3.core.collect_items`).
 
 With encryption, a thread whose key does not load protects its folder and is
 reported (:mod:`langgraph_s3.core.unopened`), except what a shred left: sealed items
