@@ -48,24 +48,24 @@ def state_ref(item: dict[str, Any]) -> str:
     return ref_key(Layout.folder_of_pk(item[schema.PK]["S"]), item[schema.SK]["S"])
 
 
-def a_thread_with_items(at: float = T0) -> tuple[Stored, Stored, Stored]:
-    """c1 names a chunk item (its body in the index), a pending write on it names
-    another; c9 never committed: its chunk item is garbage."""
-    core = make_core(clock=lambda: at)
+def a_thread_with_items(storage: Storage) -> tuple[Stored, Stored, Stored]:
+    """Thread t1 in ``storage``: c1 names a chunk item (its body in the index), a
+    pending write on it names another; c9 never committed: its chunk item is garbage."""
+    core = make_core()
     c1 = store(config(), checkpoint("c1", {"mid": MID, "x": 1}), core=core)
     w1 = store_writes(config("t1", "c1"), [("out", os.urandom(5000).hex())], "task", core=core)
     c9 = store(config("t1", "c1"), checkpoint("c9", {"mid": LOST}), core=core)
-    assert all(len(items_of(s)) == 1 for s in (c1, w1, c9)) and not c1.objects
+    assert all(len(s.chunk_items) == 1 for s in (c1, w1, c9)) and not c1.objects
+    with_items(storage, c1, w1)
+    with_items(storage, c9, committed=False)
     return c1, w1, c9
 
 
 def test_chunk_items_entries_name_are_kept_and_the_others_go_after_two_runs(
     tmp_path: Path,
 ) -> None:
-    c1, w1, c9 = a_thread_with_items()
     storage = Storage()
-    with_items(storage, c1, w1)
-    with_items(storage, c9, committed=False)
+    c1, w1, c9 = a_thread_with_items(storage)
     (live,), (written,), (junk,) = items_of(c1), items_of(w1), items_of(c9)
 
     first = storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
@@ -98,10 +98,8 @@ def test_chunk_items_entries_name_are_kept_and_the_others_go_after_two_runs(
 def test_the_sweep_of_chunk_items_comes_after_the_listing_and_before_the_state(
     tmp_path: Path,
 ) -> None:
-    c1, w1, c9 = a_thread_with_items()
     storage = Storage()
-    with_items(storage, c1, w1)
-    with_items(storage, c9, committed=False)
+    _, _, c9 = a_thread_with_items(storage)
     storage.condemn({state_ref(items_of(c9)[0]): T0})
     storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
     tail = storage.rounds[-4:]
@@ -111,10 +109,8 @@ def test_the_sweep_of_chunk_items_comes_after_the_listing_and_before_the_state(
 
 
 def test_a_chunk_item_written_again_since_it_was_condemned_stays(tmp_path: Path) -> None:
-    c1, w1, c9 = a_thread_with_items()
     storage = Storage()
-    with_items(storage, c1, w1)
-    with_items(storage, c9, committed=False)
+    _, _, c9 = a_thread_with_items(storage)
     storage.run(tmp_path, at=T0 + HOUR, grace=HOUR)
     (junk,) = items_of(c9)
     assert state_ref(junk) in storage.condemned()
@@ -143,10 +139,8 @@ class RewrittenAfterScan(Storage):
 
 
 def test_a_chunk_item_written_again_after_the_scan_survives_its_delete(tmp_path: Path) -> None:
-    c1, w1, c9 = a_thread_with_items()
     storage = RewrittenAfterScan()
-    with_items(storage, c1, w1)
-    with_items(storage, c9, committed=False)
+    _, _, c9 = a_thread_with_items(storage)
     (junk,) = items_of(c9)
     storage.condemn({state_ref(junk): T0})
 
@@ -161,10 +155,8 @@ def test_a_chunk_item_written_again_after_the_scan_survives_its_delete(tmp_path:
 def test_a_dry_run_counts_the_chunk_items_it_would_delete_and_deletes_none(
     tmp_path: Path,
 ) -> None:
-    c1, w1, c9 = a_thread_with_items()
     storage = Storage()
-    with_items(storage, c1, w1)
-    with_items(storage, c9, committed=False)
+    _, _, c9 = a_thread_with_items(storage)
     (junk,) = items_of(c9)
     storage.condemn({state_ref(junk): T0})
     report = storage.run(tmp_path, at=T0 + HOUR, grace=HOUR, dry_run=True)
@@ -179,9 +171,7 @@ def test_a_dry_run_counts_the_chunk_items_it_would_delete_and_deletes_none(
 
 def test_a_protected_threads_chunk_items_are_spared(tmp_path: Path) -> None:
     storage = Storage()
-    c1, w1, c9 = a_thread_with_items()
-    with_items(storage, c1, w1)
-    with_items(storage, c9, committed=False)
+    _, _, c9 = a_thread_with_items(storage)
     # A checkpoint of the thread whose object is gone: what it references is unknown.
     lost = store(
         config("t1", "c1"), checkpoint("c5", {"big": os.urandom(12_000).hex()}), core=writer0()
@@ -206,9 +196,7 @@ def test_an_expired_threads_chunk_items_go_with_its_items_and_are_not_judged(
     tmp_path: Path,
 ) -> None:
     storage = Storage()
-    c1, w1, c9 = a_thread_with_items()
-    with_items(storage, c1, w1)
-    with_items(storage, c9, committed=False)
+    c1, w1, c9 = a_thread_with_items(storage)
     storage.add(*a_thread("busy", at=T0 + 2 * DAY))
     report = storage.run(tmp_path, at=T0 + 2 * DAY, grace=HOUR, idle_ttl=DAY)
     assert report.threads_expired == ["t1"]
@@ -272,16 +260,23 @@ def test_with_encryption_sealed_chunk_items_are_marked_by_their_keyed_names(
     assert chunk_keys(storage) == {(i["pk"]["S"], i["sk"]["S"]) for i in items_of(c1)}
 
 
-def test_a_shreds_leftovers_lose_their_chunk_items_with_their_other_items(
-    tmp_path: Path,
-) -> None:
+def shredded_thread_with_items(storage: Storage) -> tuple[Stored, Stored]:
+    """What a shred left of :func:`sealed_thread_with_items` (its key items deleted),
+    met by a new process with the key ring: c1 and c9."""
     from langgraph_s3 import Encryption
 
-    storage = Storage()
     enc, c1, c9 = sealed_thread_with_items(storage)
     for key in [k for k in storage.items if k[1].startswith(schema.KEY_SK_PREFIX)]:
         del storage.items[key]
     storage.encryption = Encryption(enc.ring)
+    return c1, c9
+
+
+def test_a_shreds_leftovers_lose_their_chunk_items_with_their_other_items(
+    tmp_path: Path,
+) -> None:
+    storage = Storage()
+    c1, c9 = shredded_thread_with_items(storage)
     first = storage.run(tmp_path, at=T0 + 60, grace=HOUR)
     assert first.threads_orphaned_waiting == ["t1"] and first.chunk_items_referenced == 2
     report = storage.run(tmp_path, at=T0 + DAY, grace=HOUR)
@@ -295,15 +290,10 @@ def test_a_shreds_leftovers_lose_their_chunk_items_with_their_other_items(
 def test_a_keyless_thread_holding_a_chunk_item_stored_without_encryption_is_protected(
     tmp_path: Path,
 ) -> None:
-    from langgraph_s3 import Encryption
-
     storage = Storage()
-    enc, c1, _ = sealed_thread_with_items(storage)
-    for key in [k for k in storage.items if k[1].startswith(schema.KEY_SK_PREFIX)]:
-        del storage.items[key]
+    c1, _ = shredded_thread_with_items(storage)
     plain = store(config(), checkpoint("c1", {"mid": os.urandom(5000).hex()}))
     with_items(storage, plain, committed=False)  # a chunk item written without encryption
-    storage.encryption = Encryption(enc.ring)
     report = storage.run(tmp_path, at=T0 + DAY, grace=HOUR)
     assert report.threads_orphaned == [] and report.threads_orphaned_waiting == []
     [protected] = report.threads_protected

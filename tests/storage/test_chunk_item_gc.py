@@ -39,19 +39,24 @@ def put_steps(saver: S3Saver, n: int, thread: str = "t1", run: str = "r1") -> li
     return configs
 
 
+def pruned_thread(backend: Backend, n: int) -> tuple[Clock, S3Saver, list[Any]]:
+    """``n`` checkpoints of t1 (a chunk item each), pruned to the latest: the other
+    ``n - 1`` chunk items are garbage, left to the collector."""
+    clock = Clock()
+    saver = backend.saver(clock=clock)
+    configs = put_steps(saver, n)
+    assert not [k for k in backend.object_keys() if "/b/" in k]
+    saver.prune(["t1"], strategy="keep_latest")
+    assert len(chunk_items(backend)) == n
+    return clock, saver, configs
+
+
 def test_collection_keeps_the_chunk_items_live_checkpoints_name_and_deletes_the_rest(
     inproc_backend: Backend,
 ) -> None:
-    clock = Clock()
-    saver = inproc_backend.saver(clock=clock)
-    configs = put_steps(saver, 3)
-    assert len(chunk_items(inproc_backend)) == 3
-    assert not [k for k in inproc_backend.object_keys() if "/b/" in k]
+    clock, saver, configs = pruned_thread(inproc_backend, 3)
     latest = saver.get_tuple(configs[-1])
     assert latest is not None
-
-    saver.prune(["t1"], strategy="keep_latest")
-    assert len(chunk_items(inproc_backend)) == 3  # left to the collector
 
     first = collect(inproc_backend.saver(clock=clock), grace=HOUR)
     assert (first.chunk_items, first.chunk_items_referenced) == (3, 1)
@@ -68,10 +73,7 @@ def test_collection_keeps_the_chunk_items_live_checkpoints_name_and_deletes_the_
 def test_a_chunk_item_written_again_while_the_collector_deletes_it_survives(
     inproc_backend: Backend,
 ) -> None:
-    clock = Clock()
-    saver = inproc_backend.saver(clock=clock)
-    configs = put_steps(saver, 2)
-    saver.prune(["t1"], strategy="keep_latest")
+    clock, saver, configs = pruned_thread(inproc_backend, 2)
     (latest,) = [i for i in saver.list({"configurable": {"thread_id": "t1"}})]
     assert latest.config == configs[-1]
     collect(inproc_backend.saver(clock=clock), grace=HOUR)
