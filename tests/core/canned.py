@@ -15,9 +15,19 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_checkpoint
 
-from langgraph_s3.core import SaverCore, schema
+from langgraph_s3.core import SaverCore, datakeys, schema
 from langgraph_s3.core.commit import put
-from langgraph_s3.core.index import BatchWrite, Page, PutNew, Query, Transact, WritesUpdate
+from langgraph_s3.core.datakeys import KeyRing, KeyScope
+from langgraph_s3.core.index import (
+    TXN_CANCELLED,
+    BatchWrite,
+    Cancelled,
+    Page,
+    PutNew,
+    Query,
+    Transact,
+    WritesUpdate,
+)
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.operations import IndexRequest, S3Get, S3Put, WaitUpload
 from tests.core.script import Script
@@ -85,6 +95,9 @@ def _answer(stored: Stored, op: Any) -> Any:
     if isinstance(op, PutNew):
         stored.key_items.append(dict(op.item))
         return True
+    if starts_key(op):
+        stored.key_items.append(started(op))
+        return None
     if isinstance(op, S3Put):
         stored.objects[op.key] = op.body
         return None
@@ -156,6 +169,19 @@ def store_writes(
     return stored
 
 
+def created_key(
+    scope: KeyScope, ring: KeyRing, version: int = 1, core: SaverCore | None = None
+) -> dict[str, Any]:
+    """The item a writer stores for version ``version`` of ``scope``'s data key
+    (``datakeys.create``, no other writer first)."""
+    stored = Stored()
+    Script(datakeys.create(core or make_core(), ring, scope, version)).drain(
+        lambda op: _answer(stored, op)
+    )
+    (item,) = stored.key_items
+    return item
+
+
 def applied(update: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any]:
     """The writes item an UpdateItem request of ``index.writes_updates`` leaves behind
     (on top of ``item``): its key and the values it sets; the task path and regular
@@ -185,6 +211,29 @@ def from_bucket(objects: Mapping[str, bytes]) -> Any:
         return body if body is None else body[op.start : op.end]
 
     return answer
+
+
+#: The parts of a transaction that starts a thread's key scope, by role.
+ROLES = ("put", "absent")
+
+
+def starts_key(op: Any) -> bool:
+    """Whether a request starts a thread's key scope (``scopes.start``): a transaction
+    of the put of its version 1 or tenant reference, and the check that the other is
+    absent (``Script.expect`` matcher)."""
+    return isinstance(op, Transact) and tuple(role for role, _ in op.parts) == ROLES
+
+
+def started(op: Transact) -> dict[str, Any]:
+    """The key item (version 1, or the tenant reference) a ``starts_key`` request puts."""
+    return dict(op.parts[0][1]["Put"]["Item"])
+
+
+def lost(role: str = "absent") -> Cancelled:
+    """The answer to a ``starts_key`` request when another writer started the thread
+    first: its other item exists (``absent``), or the same one (``put``)."""
+    reasons = tuple({"Code": "ConditionalCheckFailed" if r == role else "None"} for r in ROLES)
+    return Cancelled(TXN_CANCELLED, ROLES, reasons)
 
 
 def is_query(op: Any) -> bool:

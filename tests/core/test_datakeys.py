@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_s3.core import datakeys, rewrap, schema
+from langgraph_s3.core import datakeys, rewrap, schema, scopes
 from langgraph_s3.core.datakeys import KeyScope
 from langgraph_s3.core.index import BatchWrite, PutNew, Query, RewrapKey, ScanKeyItems
 from langgraph_s3.core.sealed import Encryption
@@ -21,7 +21,7 @@ from langgraph_s3.errors import DataKeyError, KeyScopeError, KeyUnwrapError
 from langgraph_s3.operations import GeneratedKey, KmsDecrypt, KmsGenerateDataKey
 from langgraph_s3.sealing import StaticKeyRing
 from langgraph_s3.sealing.kms import KmsKeyRing
-from tests.core.canned import make_core, page
+from tests.core.canned import created_key, lost, make_core, page, started, starts_key
 from tests.core.script import Script
 
 RING = StaticKeyRing({"r1": bytes(range(32))}, current="r1")
@@ -50,20 +50,22 @@ def version_query(op: Any) -> bool:
 
 def created_item(scope: KeyScope = THREAD, ring: StaticKeyRing = RING) -> dict[str, Any]:
     """The item another writer stored for version 1 of ``scope``."""
-    script = Script(datakeys.create(make_core(), ring, scope))
-    put = script.expect(PutNew, True)
-    return dict(put.item)
+    return created_key(scope, ring)
 
 
 def test_a_new_thread_gets_version_1_put_only_if_absent() -> None:
     core = make_core(prefix="prod")
     script = Script(datakeys.key_for(core, RING, THREAD))
     assert script.expect(current_query, page([])).pk == "prod/t-42"
-    put = script.expect(PutNew, True)
+    txn = script.expect(starts_key, None)
     key = script.returns()
     assert key.key_id == "1"
-    assert put.params["ConditionExpression"] == "attribute_not_exists(#pk)"
-    item = put.item
+    # One transaction: the put if absent, and the check that no tenant reference is.
+    ((_, put), (_, check)) = txn.parts
+    assert put["Put"]["ConditionExpression"] == "attribute_not_exists(#pk)"
+    assert check["ConditionCheck"]["ConditionExpression"] == "attribute_not_exists(#pk)"
+    assert check["ConditionCheck"]["Key"] == {"pk": {"S": "prod/t-42"}, "sk": {"S": "k#t"}}
+    item = started(txn)
     assert item[schema.PK] == {"S": "prod/t-42"}
     assert item[schema.SK] == {"S": "k#0000000001"}
     assert item[schema.KEY_VERSION] == {"N": "1"}
@@ -77,7 +79,7 @@ def test_a_new_thread_gets_version_1_put_only_if_absent() -> None:
 def test_the_loser_of_two_creators_takes_the_winners_key() -> None:
     winner = created_item()
     script = Script(datakeys.create(make_core(), RING, THREAD))
-    script.expect(PutNew, False)  # the condition failed: another writer was first
+    script.expect(starts_key, lost("put"))  # another writer was first
     get = script.expect(version_query, page([winner]))
     assert get.between == ("k#0000000001", "k#0000000001")
     mine = script.returns()
@@ -87,7 +89,7 @@ def test_the_loser_of_two_creators_takes_the_winners_key() -> None:
 
 def test_a_winner_shredded_before_the_loser_reads_it_says_retry() -> None:
     script = Script(datakeys.create(make_core(), RING, THREAD))
-    script.expect(PutNew, False)
+    script.expect(starts_key, lost("put"))
     script.expect(version_query, page([]))
     error = script.raises(DataKeyError)
     assert "thread 't-42'" in str(error) and "retry" in str(error)
@@ -152,7 +154,7 @@ def test_shredding_deletes_every_version_and_the_cached_keys() -> None:
     # A KMS ring that created the thread's key holds it in its cache.
     create = Script(datakeys.create(core, kms, THREAD))
     create.expect(KmsGenerateDataKey, GeneratedKey(bytes(32), b"w", ARN))
-    item = create.expect(PutNew, True).item
+    item = started(create.expect(starts_key, None))
     keys = [{schema.PK: item[schema.PK], schema.SK: {"S": schema.key_sk(v)}} for v in (1, 2)]
     script = Script(datakeys.shred(core, kms, THREAD))
     query = script.expect(Query, page(keys))
@@ -245,8 +247,7 @@ def test_a_key_that_does_not_unwrap_is_reported_and_the_others_go_on() -> None:
 
 
 def created_item_in(core: Any, scope: KeyScope, ring: StaticKeyRing = RING) -> dict[str, Any]:
-    script = Script(datakeys.create(core, ring, scope))
-    return dict(script.expect(PutNew, True).item)
+    return created_key(scope, ring, 1, core)
 
 
 # ------------------------------------------------------------- tenant references
@@ -261,38 +262,41 @@ def test_a_writer_starts_a_tenant_thread_with_the_tenants_key_then_a_reference()
     assert script.expect(load_query, page([])).pk == "prod/#tenant/acme"
     tenant_item = script.expect(PutNew, True).item
     assert tenant_item[schema.TENANT] == {"S": "acme"}
-    ref = script.expect(PutNew, True)
+    txn = script.expect(starts_key, None)
     key = script.returns()
-    assert ref.params["ConditionExpression"] == "attribute_not_exists(#pk)"
-    assert ref.item == datakeys.tenant_ref(core, "t-1", "acme")
-    assert ref.item[schema.SK] == {"S": "k#t"} and ref.item[schema.PK] == {"S": "prod/t-1"}
-    assert schema.WRAPPED not in ref.item
+    ref = started(txn)
+    # Only if the thread has no version 1 of a key of its own either.
+    check = txn.parts[1][1]["ConditionCheck"]
+    assert check["Key"] == {"pk": {"S": "prod/t-1"}, "sk": {"S": "k#0000000001"}}
+    assert ref == scopes.tenant_ref(core, "t-1", "acme")
+    assert ref[schema.SK] == {"S": "k#t"} and ref[schema.PK] == {"S": "prod/t-1"}
+    assert schema.WRAPPED not in ref
     # The second thread of the tenant: its Query and its reference, the key cached.
     script = Script(datakeys.thread_key(core, "t-2", create=True))
     script.expect(load_query, page([]))
-    script.expect(PutNew, True)
+    script.expect(starts_key, None)
     assert script.returns() is key
     # A reader without tenant_of follows the reference (one Query per thread).
     reader = make_core(prefix="prod", encryption=Encryption(RING))
     script = Script(datakeys.thread_key(reader, "t-1"))
-    script.expect(load_query, page([ref.item]))
+    script.expect(load_query, page([ref]))
     script.expect(load_query, page([tenant_item]))
     assert script.returns() == key
     script = Script(datakeys.thread_key(reader, "t-2"))
-    script.expect(load_query, page([datakeys.tenant_ref(core, "t-2", "acme")]))
+    script.expect(load_query, page([scopes.tenant_ref(core, "t-2", "acme")]))
     assert script.returns() == key
 
 
 def test_the_loser_of_a_reference_race_follows_the_winners_reference() -> None:
-    winner = datakeys.tenant_ref(tenant_core(), "t-1", "beta")
+    winner = scopes.tenant_ref(tenant_core(), "t-1", "beta")
     beta_key = created_item(KeyScope.tenant("beta"))
     core = tenant_core()
     script = Script(datakeys.thread_key(core, "t-1", create=True))
     script.expect(load_query, page([]))
     script.expect(load_query, page([]))  # acme's key: none yet
     script.expect(PutNew, True)
-    script.expect(PutNew, False)  # another writer's reference was first
-    script.expect(current_query, page([winner]))
+    script.expect(starts_key, lost("put"))  # another writer's reference was first
+    script.expect(load_query, page([winner]))
     script.expect(load_query, page([beta_key]))  # its tenant's key is loaded
     error = script.raises(KeyScopeError)  # and refused: tenant_of says acme
     assert "'t-1' is sealed under the key of tenant 'beta'" in str(error)
@@ -300,7 +304,7 @@ def test_the_loser_of_a_reference_race_follows_the_winners_reference() -> None:
 
 
 def test_a_reference_that_names_no_tenant_is_refused() -> None:
-    altered = {**datakeys.tenant_ref(make_core(), "t-1", "acme")}
+    altered = {**scopes.tenant_ref(make_core(), "t-1", "acme")}
     del altered[schema.TENANT]
     script = Script(datakeys.thread_key(make_core(encryption=Encryption(RING)), "t-1"))
     script.expect(load_query, page([altered]))
@@ -309,7 +313,7 @@ def test_a_reference_that_names_no_tenant_is_refused() -> None:
 
 def test_rekey_skips_tenant_references() -> None:
     core = make_core(prefix="prod")
-    ref = datakeys.tenant_ref(core, "t-1", "acme")
+    ref = scopes.tenant_ref(core, "t-1", "acme")
     tenant = created_item_in(core, KeyScope.tenant("acme"))
     script = Script(rewrap.rekey(core, RING2))
     script.expect(ScanKeyItems, page([ref, tenant]))
@@ -335,8 +339,8 @@ def test_a_writer_takes_a_reads_answer_that_a_thread_has_no_key_once_within_abse
     # if another writer was first, its key is read.
     now[0] = 101.9
     script = Script(datakeys.thread_key(core, "t-1", create=True))
-    script.expect(PutNew, False)
-    script.expect(version_query, page([created_item(KeyScope.thread("t-1"))]))
+    script.expect(starts_key, lost("put"))
+    script.expect(load_query, page([created_item(KeyScope.thread("t-1"))]))
     assert script.returns() is not None
     # Taken once: the next load (the key marked stale, as a first put does) asks.
     enc.stale("t-1/")

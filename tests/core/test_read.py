@@ -12,18 +12,20 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from langgraph_s3 import Encryption, guard
 from langgraph_s3.core import commit, read, schema
-from langgraph_s3.core.datakeys import KeyScope, create
+from langgraph_s3.core.datakeys import KeyScope
 from langgraph_s3.core.entries import Inline
-from langgraph_s3.core.index import PutNew, Query, Transact
+from langgraph_s3.core.index import Query, Transact
 from langgraph_s3.operations import IndexRequest, S3Get
 from langgraph_s3.sealing import StaticKeyRing
 from tests.core.canned import (
     checkpoint,
     config,
+    created_key,
     from_bucket,
     is_query,
     make_core,
     page,
+    starts_key,
     store,
     store_writes,
 )
@@ -248,9 +250,9 @@ def test_a_read_of_a_new_thread_creates_no_key_and_spares_its_first_put_the_key_
     core = sealing_core()
     script = Script(read.get_tuple(core, config()))
     script.expect([key_query, checkpoint_query], [page([]), page([])])
-    assert script.returns() is None  # no PutNew: a read creates no key
+    assert script.returns() is None  # no put: a read creates no key
     script = Script(commit.put(core, config(), checkpoint("c01", {"x": 1}), {}, {"x": "1"}))
-    assert isinstance(script.pending, PutNew)  # the new key's: no key query again
+    assert starts_key(script.pending)  # the new key's: no key query again
     # Another new thread, not read first: its put asks.
     script = Script(commit.put(core, config("t2"), checkpoint("c01"), {}, {}))
     script.expect(key_query, page([]))
@@ -264,10 +266,7 @@ def test_a_key_query_answered_before_a_reencryption_is_asked_again_once() -> Non
     """The key Query and the checkpoint Query go together, so the key items may be
     older than the checkpoint: one sealed under a newer version than the items gave
     has the keys loaded again, once (``KeyVersionError(newer=True)``)."""
-    v1, v2 = (
-        dict(Script(create(make_core(), RING, KeyScope.thread("t1"), n)).expect(PutNew, True).item)
-        for n in (1, 2)
-    )
+    v1, v2 = (created_key(KeyScope.thread("t1"), RING, n) for n in (1, 2))
     writer = sealing_core()
     put = Script(commit.put(writer, config(cid="c01"), checkpoint("c02", {"x": 1}), {}, {}))
     put.expect(key_query, page([v2, v1]))

@@ -10,13 +10,21 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import codec
-from langgraph_s3.core import datakeys, reencrypt, schema, sealed
+from langgraph_s3.core import reencrypt, schema, sealed
 from langgraph_s3.core.datakeys import KeyScope, thread_key
 from langgraph_s3.core.index import BatchWrite, PutNew, Query
 from langgraph_s3.core.sealed import Encryption, key_of
 from langgraph_s3.errors import InvalidConfigError, KeyVersionError
 from langgraph_s3.sealing.ring import StaticKeyRing
-from tests.core.canned import checkpoint, config, make_core, page, store, store_writes
+from tests.core.canned import (
+    checkpoint,
+    config,
+    created_key,
+    make_core,
+    page,
+    store,
+    store_writes,
+)
 from tests.core.script import Script
 
 RING = StaticKeyRing({"r": bytes(range(32))}, current="r")
@@ -29,8 +37,7 @@ def key_item(core: Any, version: int) -> dict[str, Any]:
     """Version ``version`` of thread t1's key item, as a writer stores it (one per
     version for the whole module)."""
     if version not in _ITEMS:
-        script = Script(datakeys.create(core, RING, KeyScope.thread("t1"), version))
-        _ITEMS[version] = dict(script.expect(PutNew, True).item)
+        _ITEMS[version] = created_key(KeyScope.thread("t1"), RING, version, core)
     return _ITEMS[version]
 
 

@@ -31,7 +31,16 @@ from langgraph_s3.operations import (
 )
 from langgraph_s3.sealing import StaticKeyRing
 from langgraph_s3.sealing.kms import KmsKeyRing
-from tests.core.canned import checkpoint, config, make_core, page, store, store_writes
+from tests.core.canned import (
+    checkpoint,
+    config,
+    make_core,
+    page,
+    started,
+    starts_key,
+    store,
+    store_writes,
+)
 from tests.core.script import Script
 
 ARN = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -64,10 +73,10 @@ def test_a_writer_creates_the_key_once_and_a_reader_never_does() -> None:
         key_of(core, "t1")
     # The writer takes the reader's answer (Encryption.absent): no second Query.
     writer = Script(thread_key(core, "t1", create=True))
-    put = writer.expect(PutNew, True)
+    put = started(writer.expect(starts_key, None))
     key = writer.returns()
     assert key is not None and key_of(core, "t1") is key
-    assert put.item[schema.SK] == {"S": schema.key_sk(1)}
+    assert put[schema.SK] == {"S": schema.key_sk(1)}
     # Loaded: the next supersteps ask nothing, until key_ttl has passed.
     assert Script(thread_key(core, "t1", create=True)).returns() is key
     assert Script(thread_key(make_core(), "t1", create=True)).returns() is None
@@ -77,7 +86,7 @@ def test_a_loaded_key_is_read_again_after_key_ttl() -> None:
     core = sealed_core(Encryption(ring(), key_ttl=0.001))
     first = Script(thread_key(core, "t1", create=True))
     first.expect(Query, page([]))
-    item = first.expect(PutNew, True).item
+    item = started(first.expect(starts_key, None))
     key = first.returns()
     time.sleep(0.002)
     again = Script(thread_key(core, "t1"))
@@ -93,7 +102,7 @@ def test_a_kms_ring_generates_the_key_with_one_request() -> None:
     script.expect(Query, page([]))
     op = script.expect(KmsGenerateDataKey, GeneratedKey(b"k" * 32, b"wrapped", ARN))
     assert dict(op.context) == {"thread": "t1", "key-version": "1"}
-    script.expect(PutNew, True)
+    script.expect(starts_key, None)
     assert script.returns() is key_of(core, "t1")
 
 
@@ -112,6 +121,9 @@ def world(objects: dict[str, bytes], items: list[dict[str, Any]]) -> Any:
         if isinstance(op, PutNew):
             items.append(dict(op.item))
             return True
+        if starts_key(op):
+            items.append(started(op))
+            return None
         if isinstance(op, Query):
             pk = op.pk
             found = sorted((i for i in items if i[schema.PK]["S"] == pk), key=_sk)
@@ -215,7 +227,7 @@ def test_calls_that_start_a_thread_at_once_load_its_key_once() -> None:
     first.expect(Query, page([]))
     wait = second.pending
     assert isinstance(wait, WaitKey) and not wait.pending.done()
-    first.expect(PutNew, True)
+    first.expect(starts_key, None)
     key = first.returns()
     assert wait.pending.result() is True
     second.step(True)
@@ -231,5 +243,5 @@ def test_a_waiter_loads_the_key_itself_when_the_first_call_found_none() -> None:
     assert isinstance(wait, WaitKey)
     assert reader.returns() is None and wait.pending.result() is False
     writer.step(False)
-    writer.expect(PutNew, True)  # the reader's answer, none, taken: no Query again
+    writer.expect(starts_key, None)  # the reader's answer, none, taken: no Query again
     assert writer.returns() is key_of(core, "t1")

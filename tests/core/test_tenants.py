@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_s3.core import datakeys, schema, tenants
+from langgraph_s3.core import schema, scopes, tenants
 from langgraph_s3.core.datakeys import KeyScope
 from langgraph_s3.core.index import Query, ScanKeyItems
 from langgraph_s3.errors import InvalidConfigError
@@ -22,12 +22,12 @@ from tests.core.test_threads import batch_writes, ddb, requests
 def scanned(core: Any) -> list[dict[str, Any]]:
     """Key items of two tenants, a thread key, and two references that do not count."""
     nested = make_core(prefix="prod/inner")
-    moved = {**datakeys.tenant_ref(core, "t-3", "acme"), schema.PK: schema.s("prod/t-9")}
+    moved = {**scopes.tenant_ref(core, "t-3", "acme"), schema.PK: schema.s("prod/t-9")}
     return [
-        datakeys.tenant_ref(core, "t-2", "acme"),
-        datakeys.tenant_ref(core, "t-1", "acme"),
-        datakeys.tenant_ref(core, "b-1", "beta"),
-        datakeys.tenant_ref(nested, "t-4", "acme"),  # another prefix's thread
+        scopes.tenant_ref(core, "t-2", "acme"),
+        scopes.tenant_ref(core, "t-1", "acme"),
+        scopes.tenant_ref(core, "b-1", "beta"),
+        scopes.tenant_ref(nested, "t-4", "acme"),  # another prefix's thread
         moved,  # not in its thread's partition
         created_item_in(core, KeyScope.thread("solo")),
         created_item_in(core, KeyScope.tenant("acme")),
@@ -41,7 +41,7 @@ def test_erasing_a_tenant_deletes_its_threads_then_its_key() -> None:
     versions = script.expect(Query, page([{schema.SK: schema.s(schema.key_sk(1))}]))
     assert versions.pk == "prod/#tenant/acme"
     for thread in ("t-1", "t-2"):  # each as delete_thread does
-        ref = datakeys.tenant_ref(core, thread, "acme")
+        ref = scopes.tenant_ref(core, thread, "acme")
         assert script.expect(ddb("query"), page([ref])).pk == f"prod/{thread}"
         script.expect(batch_writes(1), [[]])
         script.expect(S3List(f"prod/{thread}/"), ListPage([], None))

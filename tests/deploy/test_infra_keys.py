@@ -22,6 +22,7 @@ import pytest
 from tests.deploy.infra_policy import Arns, IamRequest, allowed, iam_requests, with_context
 from tests.deploy.test_gc_lambda import put_big
 from tests.deploy.test_infra import (
+    ENCRYPTION_ONLY,
     REGION,
     ROOT,
     RUNTIME_ACTIONS,
@@ -124,6 +125,8 @@ def test_the_runtime_policy_allows_every_call_of_the_key_flows(key_traffic: KeyT
     runtime = [key_traffic.stack.policies["PolicyArn"]]
     requests = key_traffic.requests()
     assert {r.action for r in key_traffic.kms()} == KMS_ACTIONS
+    # A thread's first key item: its put, with the check that the other kind is absent.
+    assert {r.action for r in requests} >= ENCRYPTION_ONLY
     for request in requests:
         assert allowed(runtime, request), request
     context = key_traffic.kms()[0].context

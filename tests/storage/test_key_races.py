@@ -1,16 +1,20 @@
 """Races around a thread's data key: calls cancelled during a key load or while
-waiting for one, a writer that took a read's 'no key', and a key item that arrives
-after its thread's data (what the shred-leftover collector must not take)."""
+waiting for one, writers that disagree on ``tenant_of`` starting a thread (one of them
+having taken a read's 'no key', or both at once: one scope, core/scopes.py), and a key
+item that arrives after its thread's data (what the shred-leftover collector must not
+take)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import threading
 import time
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_s3 import Encryption, KeyScopeError
 from langgraph_s3.gc import collect
@@ -52,18 +56,6 @@ async def test_a_read_cancelled_during_its_key_load_does_not_block_later_reads(
     assert tup is not None and tup.checkpoint["channel_values"] == {"v": "v"}
 
 
-ABSENT_SKIPS_THE_SCOPE_CHECK = (
-    "Encryption.absent lets a writer skip its key Query and create its scope's key item "
-    "(k#0000000001, or the tenant reference k#t) with a PutNew, which does not see the "
-    "other kind of key item another saver stored meanwhile: both end up in the "
-    "partition, readers follow k#t, and data sealed under the thread's own key no "
-    "longer opens. Proposed fix: create version 1 or a reference in a transaction with "
-    "a ConditionCheck that the other kind is absent (or take 'absent' only when no "
-    "other scope can be started)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=ABSENT_SKIPS_THE_SCOPE_CHECK)
 @pytest.mark.parametrize("first", ["own key", "tenant"])
 def test_a_writer_whose_read_found_no_key_does_not_seal_under_a_second_scope(
     inproc_backend: Backend, first: str
@@ -83,6 +75,73 @@ def test_a_writer_whose_read_found_no_key_does_not_seal_under_a_second_scope(
     fresh = inproc_backend.saver(encryption=Encryption(ring()))
     for config in configs:
         assert fresh.get_tuple(config) is not None
+
+
+@pytest.mark.parametrize("first", ["own key", "tenant"])
+async def test_an_async_writer_whose_read_found_no_key_does_not_seal_under_a_second_scope(
+    server_backend: Backend, first: str
+) -> None:
+    """The same with ``AsyncS3Saver`` as the late writer: the flows are the core's."""
+    tenant = Encryption(ring(), tenant_of=lambda _: "acme")
+    own = Encryption(ring())
+    late_enc, other_enc = (tenant, own) if first == "own key" else (own, tenant)
+    thread = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    async with server_backend.async_saver(encryption=late_enc) as late:
+        assert await late.aget_tuple(thread) is None  # no key items: remembered
+        configs = [put(server_backend.saver(encryption=other_enc), "t", "first")]
+        cp = empty_checkpoint()
+        cp["channel_values"], cp["channel_versions"] = {"v": "second"}, {"v": 1}
+        with contextlib.suppress(KeyScopeError):  # refused: it sealed nothing
+            configs.append(await late.aput(thread, cp, {"step": 1}, {"v": 1}))
+    assert len(configs) == (2 if first == "tenant" else 1)
+    fresh = server_backend.saver(encryption=Encryption(ring()))
+    for config in configs:
+        assert fresh.get_tuple(config) is not None
+
+
+def test_writers_that_disagree_on_tenant_of_starting_a_thread_at_once_agree_on_one_scope(
+    inproc_backend: Backend,
+) -> None:
+    """Two writers, one with a tenant and one with a key of its own, each start the same
+    new threads at the same moment (both find no key items, both create): each thread
+    gets one scope, the refused writer raises ``KeyScopeError``, and everything written
+    opens for a reader."""
+    savers = [
+        inproc_backend.saver(encryption=Encryption(ring(), tenant_of=lambda _: "acme")),
+        inproc_backend.saver(encryption=Encryption(ring())),
+    ]
+    threads = [f"t-{i}" for i in range(6)]
+    barrier = threading.Barrier(2)
+    written: list[Any] = []
+    errors: list[BaseException] = []
+
+    def write(saver: Any) -> None:
+        for thread in threads:
+            barrier.wait()
+            try:
+                written.append(put(saver, thread, thread))
+            except KeyScopeError:
+                pass  # refused: it sealed nothing
+            except BaseException as exc:  # a worker's error would otherwise be lost
+                errors.append(exc)
+
+    workers = [threading.Thread(target=write, args=(saver,)) for saver in savers]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    keys = [i for i in inproc_backend.items() if i["sk"]["S"].startswith("k#")]
+    for thread in threads:
+        scopes = [i["sk"]["S"] for i in keys if i["pk"]["S"] == thread]
+        assert scopes in (["k#0000000001"], ["k#t"]), (thread, scopes)
+    assert len(written) >= len(threads)  # the first writer of each, at least
+    fresh = inproc_backend.saver(encryption=Encryption(ring()))
+    for config in written:
+        tup = fresh.get_tuple(config)
+        assert tup is not None and tup.checkpoint["channel_values"] == {
+            "v": tup.config["configurable"]["thread_id"]
+        }
 
 
 async def test_a_read_cancelled_while_it_waits_for_a_key_load_leaves_the_other_waiters_be(

@@ -138,15 +138,16 @@ def test_the_requests_of_a_tenant_key_are_one_query_per_thread_and_one_load_per_
 
     ddb = "dynamodb"
     # The first thread of a new tenant: its Query, the tenant's Query, the tenant's key
-    # generated and put, then the thread's reference.
+    # generated and put, then the thread's reference, in a transaction with the check
+    # that the thread has no key of its own (core/scopes.py; a PutItem before).
     assert cost(datakeys.thread_key(saver, "acme:1", create=True)) == [
         (ddb, "Query"), (ddb, "Query"), ("kms", "GenerateDataKey"), (ddb, "PutItem"),
-        (ddb, "PutItem"),
+        (ddb, "TransactWriteItems"),
     ]  # fmt: skip
     # A new thread of a known tenant: a Query and the reference; no KMS request.
     assert cost(datakeys.thread_key(saver, "acme:2", create=True)) == [
         (ddb, "Query"),
-        (ddb, "PutItem"),
+        (ddb, "TransactWriteItems"),
     ]
     assert cost(datakeys.thread_key(saver, "acme:2", create=True)) == []  # warm
     # A cold reader: one Query per thread, and once per tenant a Query and a Decrypt.

@@ -9,7 +9,9 @@ and what wrapped it (``kek``: the KMS key ARN or the static ring's key id).
 
 * **Creating** puts the item only if it does not exist (``PutNew``): two writers of a
   new thread each generate a key, one item wins, and the loser unwraps the winner's
-  instead of its own, so both seal under the same key.
+  instead of its own, so both seal under the same key. A thread's version 1 (or its
+  tenant reference) is put only if the thread has no item of the other kind either
+  (:mod:`langgraph_s3.core.scopes`).
 * **Reading** takes the newest version (one consistent query) or a given one; a
   saver loads every version (the same one query): objects name the version that
   sealed them, and there are two only while the thread is re-encrypted
@@ -36,11 +38,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from langgraph_s3.core import schema
+from langgraph_s3.core import schema, scopes
 from langgraph_s3.core.index import Item, PutNew, Query
 from langgraph_s3.core.paging import delete_items, read_all
+from langgraph_s3.core.scopes import check_scope, referenced_tenant, tenant_ref
 from langgraph_s3.core.sealed import KeySet
-from langgraph_s3.errors import DataKeyError, KeyScopeError
+from langgraph_s3.errors import DataKeyError
 from langgraph_s3.operations import Flow, WaitKey, perform
 from langgraph_s3.sealing.cipher import DataKey
 from langgraph_s3.sealing.kms import KmsKeyRing
@@ -149,12 +152,27 @@ def current(core: SaverCore, scope: KeyScope) -> Flow[KeyItem | None]:
     return None if newest is None else parse_key_item(newest, scope)
 
 
+def _newest(core: SaverCore, scope: KeyScope) -> Flow[Mapping[str, Any] | None]:
+    """The scope's newest key item as stored (for a thread: its tenant reference, if any)."""
+    page = yield from perform(
+        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True, limit=1)
+    )
+    return page.items[0] if page.items else None
+
+
 def versions(core: SaverCore, scope: KeyScope) -> Flow[list[KeyItem]]:
     """Every version of the scope's data key, newest first (one consistent query)."""
-    items = yield from read_all(
-        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
-    )
+    items = yield from _key_items(core, scope)
     return [parse_key_item(item, scope) for item in items if not schema.is_tenant_ref(item)]
+
+
+def _key_items(core: SaverCore, scope: KeyScope) -> Flow[Sequence[Mapping[str, Any]]]:
+    """The scope's key items as stored, newest first (a thread's reference first)."""
+    return (
+        yield from read_all(
+            Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
+        )
+    )
 
 
 def version(core: SaverCore, scope: KeyScope, number: int) -> Flow[KeyItem | None]:
@@ -182,26 +200,38 @@ def create(core: SaverCore, ring: KeyRing, scope: KeyScope, number: int = 1) -> 
 
     Raises:
         DataKeyError: The winner's item was deleted before it could be read (the scope
-            was shredded meanwhile); retry to start it again.
+            was shredded meanwhile; retry to start it again), or the thread has a
+            tenant reference instead (:func:`thread_key` follows it).
     """
-    context = scope.context(core, number)
-    if isinstance(ring, KmsKeyRing):
-        key, wrapped = yield from ring.generate(context, key_id=str(number))
-    else:
-        key, wrapped = ring.generate(context, key_id=str(number))
-    stored = yield from perform(
-        PutNew(core.table, key_item(core, scope, number, wrapped, ring.wrapping_key))
-    )
-    if stored:
+    key = yield from _made(core, ring, scope, number)
+    if key is not None:
         return key
     winner = yield from version(core, scope, number)
     if winner is None:
         raise DataKeyError(
             f"another writer created data key {number} of {scope.describe()} first, and it "
-            "was deleted before it could be read (shredded meanwhile): retry",
+            "was deleted before it could be read (shredded meanwhile: retry), or the thread "
+            "is sealed under its tenant's key (a tenant reference): load it with thread_key",
             key_id=str(number),
         )
     return (yield from unwrap(core, ring, scope, winner))
+
+
+def _made(core: SaverCore, ring: KeyRing, scope: KeyScope, number: int) -> Flow[DataKey | None]:
+    """Generate version ``number`` of the scope's data key and store it unless another
+    writer stored that version first, or, for a thread's version 1, started the thread
+    under its tenant's key (:func:`scopes.start`). The key, or None if not stored."""
+    context = scope.context(core, number)
+    if isinstance(ring, KmsKeyRing):
+        key, wrapped = yield from ring.generate(context, key_id=str(number))
+    else:
+        key, wrapped = ring.generate(context, key_id=str(number))
+    item = key_item(core, scope, number, wrapped, ring.wrapping_key)
+    if scope.kind == "thread" and number == 1:
+        stored = yield from scopes.start(core, item, schema.TENANT_REF_SK)
+    else:
+        stored = yield from perform(PutNew(core.table, item))
+    return key if stored else None
 
 
 _create = create  # thread_key's own ``create`` is a flag
@@ -264,7 +294,7 @@ def thread_key(core: SaverCore, thread_id: str, *, create: bool = False) -> Flow
         core, folder, thread_id, lambda at: _load_thread(core, thread_id, create, at)
     )
     if check and key is not None:
-        _check_scope(thread_id, enc.tenant(thread_id), enc.scopes.get(folder))
+        check_scope(thread_id, enc.tenant(thread_id), enc.scopes.get(folder))
     return key
 
 
@@ -350,40 +380,62 @@ def _load_thread(
 ) -> Flow[tuple[KeySet, float] | None]:
     """A thread's keys from its key items, its own or its tenant's (one Query), and
     when they were read (``at``, or the tenant's, if older); records whose they are in
-    ``Encryption.scopes``."""
+    ``Encryption.scopes``. A writer of a thread without key items starts it
+    (:func:`_start`); if another writer was first, it reads that one's items."""
     enc = core.encryption
     assert enc is not None
     scope = KeyScope.thread(thread_id)
     folder = core.layout.thread_prefix(thread_id)
     items = yield from _thread_items(core, scope, folder, writer)
-    newest: Mapping[str, Any] | None = items[0] if items else None
-    if newest is None and not writer:
+    if not items and not writer:
         enc.absent.put(folder, at)
         return None
-    if newest is None:
-        wanted = enc.tenant(thread_id)
-        if wanted is None:
-            enc.scopes.put(folder, "")
-            return KeySet.of([(yield from create(core, enc.ring, scope))]), at
-        keys = yield from _tenant_keys(core, wanted, at, create=True)  # before the reference
-        newest = yield from _refer(core, thread_id, wanted)
-        if referenced_tenant(newest, thread_id) == wanted:
-            enc.scopes.put(folder, wanted)
-            return keys
+    if not items:
+        started = yield from _start(core, thread_id, at)
+        if started is not None:
+            return started
+        items = yield from _key_items(core, scope)  # the first writer's, whatever scope
+        if not items:
+            raise DataKeyError(
+                f"another writer started thread {thread_id!r} first, and its key items were "
+                "deleted before they could be read (deleted meanwhile): retry",
+                key_id=schema.key_sk(1),
+            )
     # What is stored, whatever tenant_of says: a writer checks it (thread_key).
-    if not schema.is_tenant_ref(newest):
+    if not schema.is_tenant_ref(items[0]):
         enc.scopes.put(folder, "")
-        found: Sequence[Mapping[str, Any]] = items or [newest]  # or the winner's
-        stored = [parse_key_item(i, scope) for i in found]
+        stored = [parse_key_item(i, scope) for i in items]
         return (yield from _unwrap_all(core, enc.ring, scope, stored)), at
-    tenant = referenced_tenant(newest, thread_id)
+    tenant = referenced_tenant(items[0], thread_id)
     enc.scopes.put(folder, tenant)
     return (yield from _tenant_keys(core, tenant, at, create=writer))
 
 
+def _start(core: SaverCore, thread_id: str, at: float) -> Flow[tuple[KeySet, float] | None]:
+    """Start a thread without key items under the scope ``tenant_of`` names: version 1
+    of its own key, or (after its tenant's key) its tenant reference, each only if the
+    thread has neither (:func:`scopes.start`). None: another writer started it first."""
+    enc = core.encryption
+    assert enc is not None
+    folder = core.layout.thread_prefix(thread_id)
+    wanted = enc.tenant(thread_id)
+    if wanted is None:
+        key = yield from _made(core, enc.ring, KeyScope.thread(thread_id), 1)
+        if key is None:
+            return None
+        enc.scopes.put(folder, "")
+        return KeySet.of([key]), at
+    keys = yield from _tenant_keys(core, wanted, at, create=True)  # before the reference
+    if not (yield from scopes.start(core, tenant_ref(core, thread_id, wanted), schema.key_sk(1))):
+        return None
+    enc.scopes.put(folder, wanted)
+    return keys
+
+
 #: How long a writer takes a read's answer that a thread has no key items (seconds):
 #: long enough for LangGraph's first put, which follows its read at once; short, since
-#: writers that disagree on ``tenant_of`` can both create within it (two scopes).
+#: what it then creates is checked against version 1 only (:func:`scopes.start`): a
+#: thread started and re-encrypted meanwhile (version 2 alone) would get a second scope.
 ABSENT_FOR = 2.0
 
 
@@ -393,15 +445,15 @@ def _thread_items(
     """The thread's key items, newest first: every version (a thread being re-encrypted
     has two), then the reference, if any. A writer takes a read's answer of none
     (``Encryption.absent``, younger than :data:`ABSENT_FOR`) instead of asking again: with
-    none it only puts conditionally, and reads what another writer stored first."""
+    none it only starts the thread conditionally (:func:`scopes.start`: neither kind of
+    key item may exist), and reads what another writer stored first."""
     enc = core.encryption
     assert enc is not None
     seen = enc.absent.get(folder)
     enc.absent.pop(folder)  # taken once: the load stores what it finds or makes
     if writer and seen is not None and time.monotonic() - seen < ABSENT_FOR:
         return []
-    query = Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True)
-    return (yield from read_all(query))
+    return (yield from _key_items(core, scope))
 
 
 def _tenant_keys(
@@ -414,73 +466,6 @@ def _tenant_keys(
     yield from tenant_key(core, tenant, create=create)
     known = core.encryption.keys.get(KeyScope.tenant(tenant).pk(core))
     return None if known is None else (known[1], min(at, known[2]))
-
-
-# ------------------------------------------------------- tenant references
-def tenant_ref(core: SaverCore, thread_id: str, tenant: str) -> Item:
-    """The item saying that thread ``thread_id``'s data key is tenant ``tenant``'s."""
-    return {
-        schema.PK: schema.s(core.layout.pk(thread_id)),
-        schema.SK: schema.s(schema.TENANT_REF_SK),
-        schema.THREAD: schema.s(thread_id),
-        schema.TENANT: schema.s(tenant),
-        schema.AT: schema.n(core.now_ms()),
-    }
-
-
-def referenced_tenant(item: Mapping[str, Any], thread_id: str) -> str:
-    """The tenant a thread's tenant reference names.
-
-    Raises:
-        DataKeyError: It names none (it was altered).
-    """
-    tenant = item.get(schema.TENANT, {}).get("S")
-    if not isinstance(tenant, str) or not tenant:
-        raise DataKeyError(
-            f"the tenant reference of thread {thread_id!r} names no tenant: it was altered "
-            "after it was written; restore it from a backup",
-            key_id=schema.TENANT_REF_SK,
-        )
-    return tenant
-
-
-def _newest(core: SaverCore, scope: KeyScope) -> Flow[Mapping[str, Any] | None]:
-    """The scope's newest key item as stored (for a thread: its tenant reference, if any)."""
-    page = yield from perform(
-        Query(core.table, scope.pk(core), prefix=schema.KEY_SK_PREFIX, newest_first=True, limit=1)
-    )
-    return page.items[0] if page.items else None
-
-
-def _refer(core: SaverCore, thread_id: str, tenant: str) -> Flow[Mapping[str, Any]]:
-    """Put the thread's tenant reference unless another writer did: then theirs."""
-    item = tenant_ref(core, thread_id, tenant)
-    if (yield from perform(PutNew(core.table, item))):
-        return item
-    theirs = yield from _newest(core, KeyScope.thread(thread_id))
-    if theirs is None:
-        raise DataKeyError(
-            f"another writer started thread {thread_id!r} first, and its key items were "
-            "deleted before they could be read (deleted meanwhile): retry",
-            key_id=schema.TENANT_REF_SK,
-        )
-    return theirs
-
-
-def _check_scope(thread_id: str, wanted: str | None, stored: str | None) -> None:
-    """Refuse to write a thread whose stored scope (its tenant, "" for its own key) is
-    not the one ``tenant_of`` names (``wanted``)."""
-    if stored == (wanted or ""):
-        return
-    said = f"tenant {wanted!r}" if wanted else "a key of its own"
-    has = f"the key of tenant {stored!r}" if stored else "a key of its own"
-    raise KeyScopeError(
-        f"thread {thread_id!r} is sealed under {has}, but tenant_of says {said}; this "
-        "saver does not write it under another scope. Fix tenant_of (every writer of a "
-        "thread must agree on it), or copy the thread to a new id to move it to the scope "
-        "tenant_of gives",
-        key_id=thread_id,
-    )
 
 
 def thread_keys(core: SaverCore, thread_ids: Sequence[str]) -> Flow[None]:

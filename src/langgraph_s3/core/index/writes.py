@@ -97,6 +97,25 @@ def put_part(table: str, item: Item) -> Part:
     return ("put", {"Put": {"TableName": table, "Item": item}})
 
 
+#: The condition of an item's creation: no item has its key yet.
+_ABSENT: Mapping[str, Any] = {
+    "ConditionExpression": "attribute_not_exists(#pk)",
+    "ExpressionAttributeNames": {"#pk": PK},
+}
+
+
+def put_new_part(table: str, item: Item) -> Part:
+    """The ``put`` part of a transaction that creates ``item``: only if no item has its
+    key yet (a :class:`PutNew` inside a transaction)."""
+    return ("put", {"Put": {"TableName": table, "Item": item, **_ABSENT}})
+
+
+def absent_part(table: str, pk: str, sk: str) -> Part:
+    """The ``absent`` part of a transaction: it commits only while the item of key
+    (``pk``, ``sk``) does not exist."""
+    return ("absent", {"ConditionCheck": {"TableName": table, "Key": key(pk, sk), **_ABSENT}})
+
+
 def head_part(
     table: str, item: Mapping[str, Any], head_sk: str, expected: str | None, guarded: bool
 ) -> Part:
@@ -283,10 +302,7 @@ class PutNew(_Put):
     """
 
     def condition(self) -> dict[str, Any]:
-        return {
-            "ConditionExpression": "attribute_not_exists(#pk)",
-            "ExpressionAttributeNames": {"#pk": PK},
-        }
+        return dict(_ABSENT)
 
 
 @dataclass(frozen=True)
