@@ -131,3 +131,24 @@ def test_a_step_that_is_not_a_number_is_unknown() -> None:
     item = thread_items("t1")[1]
     item = {**item, schema.METADATA: {"M": {"step": {"S": "s:two"}}}}
     assert inventory._step(item) is None
+
+
+def test_chunk_items_are_counted_in_summaries_and_thread_figures() -> None:
+    """Chunk items (layout 5) are blobs kept in the index: counted with their bytes."""
+    core = make_core()
+    first = store(config("t1"), checkpoint(CID1, {"a": os.urandom(5000).hex()}), core=core)
+    (item,) = first.chunk_items.values()
+    items = [first.item, first.head, item]
+    summary = inventory.summarize(LAYOUT, items)
+    frame = item[schema.VALUE]["B"]
+    assert (summary.chunk_items, summary.chunk_item_bytes) == (1, len(frame))
+    assert summary.checkpoints == 1 and summary.index_bytes == len(first.item["b"]["B"])
+
+    script = Script(inventory.thread_figures(core, "t1"))
+    script.expect(S3List("t1/"), ListPage([], None))
+    script.expect(IndexRequest, page(items))
+    figures = script.returns()
+    assert figures["blobs"] == 1 and figures["chunk_items"] == 1 and figures["s3_objects"] == 0
+    assert figures["blob_references"] == 1
+    assert figures["bytes_stored"] == len(frame) + len(first.item["b"]["B"])
+    assert figures["bytes_uncompressed"] > 10_000

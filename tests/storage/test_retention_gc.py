@@ -70,14 +70,33 @@ def thread_objects(backend: Backend, saver: S3Saver, thread_id: str) -> set[str]
     return {k for k in backend.object_keys() if k.startswith(prefix)}
 
 
-def test_week_long_pause_survives_then_idle_thread_is_collected(backend: Backend) -> None:
+def thread_storage(backend: Backend, saver: S3Saver, thread_id: str) -> set[str]:
+    """A thread's objects and chunk items (layout 5: blobs kept in the index)."""
+    return thread_objects(backend, saver, thread_id) | set(backend.chunk_items(thread_id))
+
+
+def deleted(report: Any) -> int:
+    """Objects and chunk items a collection deleted."""
+    return int(report.objects_deleted + report.chunk_items_deleted)
+
+
+def condemned(report: Any) -> int:
+    """Objects and chunk items a collection condemned."""
+    return int(report.objects_condemned + report.chunk_items_condemned)
+
+
+@pytest.mark.parametrize("chunk_items", [True, False], ids=["chunk-items", "blobs"])
+def test_week_long_pause_survives_then_idle_thread_is_collected(
+    backend: Backend, chunk_items: bool
+) -> None:
     clock = Clock()
     cfg = {"configurable": {"thread_id": "refund-7"}}
-    # S3 blobs: what this test collects (chunk items are not S3 objects)
-    writer = backend.saver(clock=clock, chunk_items=False)
+    writer = backend.saver(clock=clock, chunk_items=chunk_items)
     approval_graph(writer).invoke({"request": "refund order 7 "}, cfg)
     needed = thread_objects(backend, backend.saver(), "refund-7")
-    assert any("/b/" in k for k in needed), "the document should be a blob"
+    # The document is a chunk item (layout 5, in the thread's partition), or an S3 blob.
+    items = backend.chunk_items("refund-7")
+    assert items if chunk_items else any("/b/" in k for k in needed), "where is the document?"
 
     # A week passes with the approval pending; the collector runs every day with a
     # 3.5-day idle TTL. The pending thread is kept and loses nothing.
@@ -87,8 +106,9 @@ def test_week_long_pause_survives_then_idle_thread_is_collected(backend: Backend
         idle = day > 3.5
         assert report.threads_kept_interrupted == (["refund-7"] if idle else [])
         assert report.threads_expired == []
-        assert report.objects_deleted == 0
+        assert report.objects_deleted == 0 and report.chunk_items_deleted == 0
     assert needed <= thread_objects(backend, backend.saver(), "refund-7")
+    assert backend.chunk_items("refund-7") == items
 
     # Approved a week later, from a brand-new saver: the graph completes.
     result = approval_graph(backend.saver(clock=clock)).invoke(Command(resume=True), cfg)
@@ -101,6 +121,7 @@ def test_week_long_pause_survives_then_idle_thread_is_collected(backend: Backend
     assert report.threads_expired == ["refund-7"]
     assert report.objects_deleted == 0 and report.objects_condemned >= len(needed)
     assert backend.saver().get_tuple(cfg) is None
+    assert backend.chunk_items("refund-7") == {}  # gone with the thread's items
     clock.advance(HOUR / 2)
     assert collect(backend.saver(clock=clock), grace=HOUR).objects_deleted == 0
     clock.advance(HOUR)
@@ -135,20 +156,21 @@ def test_reads_refresh_idle_time_with_touch_on_read(inproc_backend: Backend) -> 
     assert report.threads_expired == ["read-often"]
 
 
+@pytest.mark.parametrize("chunk_items", [True, False], ids=["chunk-items", "blobs"])
 def test_orphans_of_a_failed_write_are_collected_after_grace_not_before(
-    inproc_backend: Backend,
+    inproc_backend: Backend, chunk_items: bool
 ) -> None:
     clock = Clock()
-    saver = inproc_backend.saver(clock=clock, chunk_items=False)  # S3 blobs
+    saver = inproc_backend.saver(clock=clock, chunk_items=chunk_items)
     cfg = {"configurable": {"thread_id": "half"}}
     graph = approval_graph(saver)
     graph.invoke({"request": "committed "}, cfg)
-    committed = thread_objects(inproc_backend, saver, "half")
+    committed = thread_storage(inproc_backend, saver, "half")
     head = saver.get_tuple(cfg)
     assert head is not None
 
     # A put uploads a new large value, then its commit fails (a crashed Lambda) ...
-    failing = inproc_backend.saver(clock=clock, chunk_items=False)
+    failing = inproc_backend.saver(clock=clock, chunk_items=chunk_items)
 
     def refuse(**_: Any) -> None:
         raise ClientError({"Error": {"Code": "InternalServerError"}}, "TransactWriteItems")
@@ -163,25 +185,26 @@ def test_orphans_of_a_failed_write_are_collected_after_grace_not_before(
     # (LangGraph saves task writes while the checkpoint's own put is in flight).
     lost = {"configurable": {**head.config["configurable"], "checkpoint_id": doomed["id"]}}
     saver.put_writes(lost, [("document", "lost write " * 5000)], task_id="task-1")
-    orphans = thread_objects(inproc_backend, saver, "half") - committed
+    orphans = thread_storage(inproc_backend, saver, "half") - committed
     assert len(orphans) == 2, "one blob from the failed put, one from the lost write"
+    assert all(("|b#" in k) == chunk_items for k in orphans)  # chunk items, or S3 blobs
 
     first = collect(inproc_backend.saver(clock=clock), grace=HOUR)
     # The put's blob is condemned; the writes item is young and still protects its blob.
-    assert first.objects_deleted == 0 and first.objects_condemned == 1
+    assert deleted(first) == 0 and condemned(first) == 1
     assert first.orphan_writes == 0
     clock.advance(HOUR - 60)
-    assert collect(inproc_backend.saver(clock=clock), grace=HOUR).objects_deleted == 0
+    assert deleted(collect(inproc_backend.saver(clock=clock), grace=HOUR)) == 0
     clock.advance(120)
     second = collect(inproc_backend.saver(clock=clock), grace=HOUR)
-    assert second.objects_deleted == 1 and second.orphan_writes == 1
-    assert second.objects_condemned == 1  # the lost write's blob, from now on
+    assert deleted(second) == 1 and second.orphan_writes == 1
+    assert condemned(second) == 1  # the lost write's blob, from now on
     clock.advance(HOUR - 60)
-    assert collect(inproc_backend.saver(clock=clock), grace=HOUR).objects_deleted == 0
+    assert deleted(collect(inproc_backend.saver(clock=clock), grace=HOUR)) == 0
     clock.advance(120)
     last = collect(inproc_backend.saver(clock=clock), grace=HOUR)
-    assert last.objects_deleted == 1 and last.objects_condemned == 0
-    assert thread_objects(inproc_backend, saver, "half") == committed
+    assert deleted(last) == 1 and condemned(last) == 0
+    assert thread_storage(inproc_backend, saver, "half") == committed
     fresh = approval_graph(inproc_backend.saver())
     assert fresh.get_state(cfg).next == ("approve",)
     assert fresh.invoke(Command(resume=True), cfg)["outcome"].startswith("yes:")
@@ -227,12 +250,12 @@ def test_collector_never_removes_what_a_committed_checkpoint_needs(
     workers.append(threading.Thread(target=pruner))
     for w in workers:
         w.start()
-    deleted = 0
+    removed = 0
     deadline = time.time() + 8
     while time.time() < deadline:
         report = collect(server_backend.saver(), grace=grace)
         assert not report.errors, report.errors
-        deleted += report.objects_deleted
+        removed += deleted(report)
         time.sleep(0.1)
     stop.set()
     for w in workers:
@@ -241,11 +264,11 @@ def test_collector_never_removes_what_a_committed_checkpoint_needs(
     # Pruning left garbage; on a slow machine the collector may not have seen it
     # twice a grace period apart while the writers ran, so give it that chance now.
     for _ in range(3):
-        if deleted:
+        if removed:
             break
         time.sleep(grace)
-        deleted += collect(server_backend.saver(), grace=grace).objects_deleted
-    assert deleted > 0, "the collector should have had garbage to delete"
+        removed += deleted(collect(server_backend.saver(), grace=grace))
+    assert removed > 0, "the collector should have had garbage to delete"
 
     reader = server_backend.saver()
     loaded = 0

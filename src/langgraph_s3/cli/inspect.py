@@ -100,7 +100,7 @@ def threads(
             "" if t.step is None else str(t.step),
             "waiting" if t.interrupted else "",
             str(t.checkpoints),
-            str(t.object_bytes + t.index_bytes),
+            str(t.object_bytes + t.index_bytes + t.chunk_item_bytes),
         )
     out.print(table)
 
@@ -304,18 +304,23 @@ def _cost_figures(found: Iterable[ThreadSummary]) -> tuple[dict[str, Any], list[
     """Counts, bytes and the monthly storage cost of threads, from their summaries
     (read once, one at a time); and the ids of the threads summed."""
     ids: list[str] = []
-    checkpoints = objects = object_bytes = index_bytes = 0
+    checkpoints = objects = object_bytes = index_bytes = chunk_items = chunk_item_bytes = 0
     for t in found:
         ids.append(t.thread_id)
         checkpoints += t.checkpoints
         objects += t.objects
         object_bytes += t.object_bytes
+        chunk_items += t.chunk_items
+        chunk_item_bytes += t.chunk_item_bytes
         index_bytes += t.index_bytes + DDB_ITEM_OVERHEAD * t.checkpoints
+        index_bytes += t.chunk_item_bytes + DDB_ITEM_OVERHEAD * t.chunk_items
     figures = {
         "threads": len(ids),
         "checkpoints": checkpoints,
         "objects": objects,
         "object_bytes": object_bytes,
+        "chunk_items": chunk_items,
+        "chunk_item_bytes": chunk_item_bytes,
         "index_bytes": index_bytes,
         "monthly_storage_usd": round(
             object_bytes / GB * S3_GB_MONTH + index_bytes / GB * DDB_GB_MONTH, 6

@@ -11,7 +11,8 @@
    A tenant's thread holds only a reference to its tenant's key, which stays: it
    is expired, not shredded.
 2. **Mark.** Every object referenced by the index: the checkpoint objects, the
-   blobs their values use and the blobs of large pending writes.
+   blobs their values use and the blobs of large pending writes; and every chunk
+   item (layout 5, a blob kept in the index) they name.
 3. **Sweep, in two phases.** An object that nothing references is *condemned*;
    it is deleted by a later run only if it was already condemned at least
    ``grace`` seconds earlier, is still unreferenced, and was last written more
@@ -19,7 +20,8 @@
    saver trusts that a blob exists for ``cache_ttl`` seconds only, so with
    ``grace > 2 * (cache_ttl + longest put)`` no committed checkpoint can lose an
    object. Condemnations are kept in ``{prefix}.gc/state`` (``.`` never starts an
-   encoded thread segment, so it cannot collide with a thread).
+   encoded thread segment, so it cannot collide with a thread). Chunk items are
+   swept the same way, from the scan (:mod:`langgraph_s3.core.collect_items`).
 
 With encryption, a thread whose key does not load protects its folder and is
 reported (:mod:`langgraph_s3.core.unopened`), except what a shred left: sealed items
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import lists, unopened
+from langgraph_s3.core.collect_items import ItemSweep, needed
 from langgraph_s3.core.entries import Envelope, Listed, Record
 from langgraph_s3.core.gcreport import GcReport
 from langgraph_s3.core.inventory import (
@@ -59,7 +62,6 @@ from langgraph_s3.core.objects import (
     object_key,
     read_envelopes,
 )
-from langgraph_s3.core.packs import objects_in
 from langgraph_s3.core.paging import delete_items
 from langgraph_s3.core.schema import (
     SK,
@@ -206,6 +208,7 @@ def _mark(run: _Run, idle_ttl: float | None, keep_interrupted: bool) -> Flow[Non
     total = run.report.threads
     for done, items in enumerate(run.store.threads(), 1):
         if idle_ttl is not None and _expired(run, items, idle_ttl, keep_interrupted):
+            run.store.forget(pk_of(items[0]))  # its chunk items go with it
             if not run.dry_run:
                 yield from delete_items(run.core, keys_of(items))
         else:
@@ -246,6 +249,8 @@ def _left_by_shred(run: _Run, thread_id: str, items: list[dict[str, Any]]) -> Fl
     if left == "waiting":
         run.protected.append(folder)
         run.after[KEYLESS + folder] = since
+    elif left == "deleted":
+        run.store.forget(pk_of(items[0]))  # its chunk items went with it
     if left is not None:
         (report.threads_orphaned if left == "deleted" else report.threads_orphaned_waiting).append(
             thread_id
@@ -301,7 +306,7 @@ def _mark_thread(
                 if isinstance(rec.entry, Listed):
                     run.listed.append((folder, rec.entry))
                 else:
-                    referenced.extend(objects_in(folder, rec.entry))
+                    referenced.extend(needed(folder, rec.entry))
     run.store.reference(referenced)  # one transaction per thread
     return rows
 
@@ -347,7 +352,7 @@ def _mark_checkpoints(run: _Run, rows: list[Row]) -> Flow[None]:
                 if isinstance(entry, Listed):
                     run.listed.append((folder, entry))
                 else:
-                    referenced.extend(objects_in(folder, entry))
+                    referenced.extend(needed(folder, entry))
     run.store.reference(referenced)  # one transaction per batch
     yield from _mark_lists(run)
 
@@ -372,7 +377,7 @@ def _mark_lists(run: _Run) -> Flow[None]:
         except (ObjectError, DataKeyError) as exc:
             _protect(run, folder, exc)  # what it lists is unknown
             continue
-        referenced.extend(objects_in(folder, replace(entry, blobs=blobs)))
+        referenced.extend(needed(folder, replace(entry, blobs=blobs)))
     run.store.reference(referenced)
 
 
@@ -394,8 +399,10 @@ def _sweep(run: _Run, protected: tuple[str, ...]) -> Flow[None]:
 
     yield from list_pages(core, core.layout.prefix, sweep_page)
     run.report.objects_condemned = len(now)
+    items = ItemSweep(core, run.store, run.report, run.now, run.grace, run.dry_run)
+    yield from items.run(protected, before)
     if not run.dry_run:
-        state = json.dumps({**now, **run.after}).encode()
+        state = json.dumps({**now, **items.condemned, **run.after}).encode()
         yield S3Put(core.layout.prefix + STATE_KEY, codec.frame(codec.KIND_BLOB, state, 3))
 
 

@@ -31,6 +31,12 @@ class GcReport:
     objects_deleted: int = 0
     bytes_deleted: int = 0
     orphan_writes: int = 0
+    #: Chunk items (layout 5: chunks kept in the index), judged as objects are.
+    chunk_items: int = 0
+    chunk_items_referenced: int = 0
+    chunk_items_condemned: int = 0
+    chunk_items_deleted: int = 0
+    chunk_item_bytes_deleted: int = 0
     errors: list[str] = field(default_factory=list)
     #: Size of the run's scratch file on local disk at its end (size ``/tmp`` by it).
     scratch_bytes: int = 0
@@ -66,6 +72,13 @@ class GcReport:
             f"{verb} {self.objects_deleted} ({self.bytes_deleted} bytes) and "
             f"{self.orphan_writes} pending-write item(s) of checkpoints never committed"
             + orphaned
+            + (
+                f"; {self.chunk_items} chunk item(s), {self.chunk_items_referenced} referenced, "
+                f"{self.chunk_items_condemned} condemned, {verb} {self.chunk_items_deleted} "
+                f"({self.chunk_item_bytes_deleted} bytes)"
+                if self.chunk_items
+                else ""
+            )
             + (f"; {len(self.errors)} error(s)" if self.errors else "")
             + protected
         )

@@ -152,6 +152,8 @@ class ThreadSummary:
     index_bytes: int  # checkpoint bodies kept in the index
     object_bytes: int = 0  # objects in S3 (checkpoint bodies and value blobs)
     objects: int = 0
+    chunk_items: int = 0  # value chunks kept in the index (layout 5)
+    chunk_item_bytes: int = 0  # their frames' bytes
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -160,6 +162,7 @@ def summarize(layout: Layout, items: Items) -> ThreadSummary:
     rows = [parse_row(i) for i in items if schema.is_checkpoint_item(i)]
     root = [r for r in rows if r.ns == ""]
     latest = max(root or rows, key=lambda r: r.checkpoint_id) if rows else None
+    chunks = [i[schema.VALUE]["B"] for i in items if schema.is_chunk_item(i)]
     return ThreadSummary(
         thread_id=thread_id_of(layout, items),
         last_activity_ms=last_activity_ms(items),
@@ -169,6 +172,8 @@ def summarize(layout: Layout, items: Items) -> ThreadSummary:
         step=_step(latest.item) if latest else None,
         interrupted=waiting_on_interrupt(items),
         index_bytes=sum(len(r.body) for r in rows if r.body is not None),
+        chunk_items=len(chunks),
+        chunk_item_bytes=sum(len(c) for c in chunks),
     )
 
 
@@ -188,8 +193,8 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
     items = yield from thread_items(core, thread_id)
     rows = [parse_row(i) for i in items if schema.is_checkpoint_item(i)]
     by_key = {object_key(core, r): r for r in rows}
-    stored = raw = references = checkpoints = 0
-    blobs = 0
+    references = checkpoints = 0
+    blobs, stored, raw = _chunk_items(core, thread_id, items)
     envs: list[Envelope] = []
     for start in range(0, len(keys), _FIGURES_BATCH):
         part = keys[start : start + _FIGURES_BATCH]
@@ -224,6 +229,7 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
         "checkpoint_bodies_in_index": sum(b is not None for b in in_index),
         "s3_objects": len(keys),
         "index_items": len(items),
+        "chunk_items": sum(schema.is_chunk_item(i) for i in items),
         "bytes_stored": stored,
         "bytes_uncompressed": raw,
         "compression_ratio": round(raw / stored, 2) if stored else None,
@@ -231,6 +237,18 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
         "blob_references": references,
         "blob_writes_saved_by_dedup": max(references - blobs, 0),
     }
+
+
+def _chunk_items(core: SaverCore, thread_id: str, items: Items) -> tuple[int, int, int]:
+    """How many chunk items a thread's items hold, their bytes, and their chunks'
+    bytes unframed (each opened as its loose blob would be)."""
+    count = stored = raw = 0
+    for item in (i for i in items if schema.is_chunk_item(i)):
+        frame = item[schema.VALUE]["B"]
+        key = core.layout.blob_key(thread_id, schema.chunk_name(item).hex())
+        count, stored = count + 1, stored + len(frame)
+        raw += sum(len(c) for c in _chunks(core, key, frame))
+    return count, stored, raw
 
 
 def _chunks(core: SaverCore, key: str, body: bytes) -> list[bytes]:

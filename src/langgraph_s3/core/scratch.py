@@ -45,6 +45,7 @@ PRAGMA cache_size = -{_CACHE_KIB};
 CREATE TABLE items (pk TEXT NOT NULL, sk TEXT NOT NULL, item BLOB NOT NULL,
                     PRIMARY KEY (pk, sk)) WITHOUT ROWID;
 CREATE TABLE refs (key TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE gone (pk TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE folders (folder TEXT PRIMARY KEY, objects INTEGER NOT NULL,
                       bytes INTEGER NOT NULL) WITHOUT ROWID;
 """
@@ -104,6 +105,27 @@ class Scratch:
         rows = itertools.chain.from_iterable(iter(lambda: cursor.fetchmany(_FETCH), []))
         for _, group in itertools.groupby(rows, key=lambda row: row[0]):
             yield [ormsgpack.unpackb(item) for _, item in group]
+
+    def forget(self, pk: str) -> None:
+        """A thread whose items were deleted: :meth:`chunk_items` skips its items."""
+        # A table of its own: deleting from ``items`` while ``threads`` reads it
+        # would leave that read undefined.
+        self._db.execute("INSERT OR IGNORE INTO gone VALUES (?)", (pk,))
+
+    def chunk_items(self) -> Iterator[list[dict[str, Any]]]:
+        """The chunk items kept (but those of forgotten threads), a page at a time, in
+        key order."""
+        # Every chunk item's sort key begins with CHUNK_SK_PREFIX, and "b$" is the
+        # first string after all of them ("$" follows "#").
+        low = schema.CHUNK_SK_PREFIX
+        high = low[:-1] + chr(ord(low[-1]) + 1)
+        cursor = self._db.execute(
+            "SELECT item FROM items WHERE sk >= ? AND sk < ? "
+            "AND pk NOT IN (SELECT pk FROM gone) ORDER BY pk, sk",
+            (low, high),
+        )
+        for rows in iter(lambda: cursor.fetchmany(_FETCH), []):
+            yield [ormsgpack.unpackb(item) for (item,) in rows]
 
     def reference(self, keys: Iterable[str]) -> None:
         """Record object keys as referenced."""

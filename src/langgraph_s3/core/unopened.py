@@ -38,7 +38,9 @@ from langgraph_s3.core.schema import (
     KEY_SK_PREFIX,
     PK,
     SK,
+    VALUE,
     is_checkpoint_item,
+    is_chunk_item,
     is_key_item,
     is_writes_item,
     parse_row,
@@ -119,8 +121,8 @@ def keyless(core: SaverCore, thread_id: str) -> Flow[bool]:
 def sealed_only(core: SaverCore, items: Sequence[Mapping[str, Any]]) -> Flow[bool]:
     """Whether a thread's items hold sealed data, and nothing stored without it.
 
-    Pending-write records and bodies kept in their checkpoint items say so as they
-    are; a body in S3 is read (the first alone, the others a batch at a time: a thread
+    Pending-write records, bodies kept in their checkpoint items and chunk items say
+    so as they are; a body in S3 is read (the first alone, the others a batch at a time: a thread
     stored without encryption usually answers with its first). A body whose object is
     gone says nothing (a prune, or the delete itself, removed it).
     """
@@ -140,6 +142,10 @@ def sealed_only(core: SaverCore, items: Sequence[Mapping[str, Any]]) -> Flow[boo
                 return False
             else:
                 found = True
+        elif is_chunk_item(item):
+            if not codec.is_sealed(item[VALUE]["B"]):
+                return False
+            found = True
     batches = [in_s3[:1]] + [in_s3[i : i + _BATCH] for i in range(1, len(in_s3), _BATCH)]
     for batch in batches:
         bodies = yield from perform_all([S3Get(k) for k in batch])
