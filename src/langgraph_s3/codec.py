@@ -10,7 +10,8 @@ encryption, layout 4), a 4-byte big-endian length and that many bytes sealed by
 header lets a reader refuse an object written by a newer format
 (:class:`UnsupportedFormatError`) instead of misreading it, and lets the layout evolve
 by migration rather than by breakage. A checkpoint body's version is the oldest layout
-that can read it: 2 once a value in it has chunks in packs, 1 otherwise. A pack is blob
+that can read it: 5 once a value in it names a chunk item, 3 a chunk list, 2 chunks in
+packs, 1 otherwise. A pack is blob
 frames one after the other (sealed ones carry their length, so a whole pack can still be
 cut into its frames).
 """
@@ -27,7 +28,7 @@ from langgraph_s3.errors import CorruptObjectError, SealedObjectError, Unsupport
 
 MAGIC = b"LGS3"
 #: The newest layout this library reads (and writes where it is needed).
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 #: Layout 1: checkpoint bodies, loose blobs, records.
 LAYOUT_1 = 1
 #: Layout 2: value entries may name chunks inside packs (``["p", ...]``).
@@ -36,6 +37,8 @@ LAYOUT_PACKS = 2
 LAYOUT_LISTS = 3
 #: Layout 4: sealed objects and records (client-side encryption, ``encryption=``).
 LAYOUT_SEALED = 4
+#: Layout 5: value entries may name chunk items, chunks stored in the index (``["x", ...]``).
+LAYOUT_ITEMS = 5
 KIND_CHECKPOINT = b"C"
 KIND_BLOB = b"B"
 KIND_SEALED = b"S"

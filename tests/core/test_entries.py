@@ -8,10 +8,12 @@ import pytest
 
 from langgraph_s3 import codec
 from langgraph_s3.core.entries import (
+    IN_INDEX,
     Blobs,
     Envelope,
     Inline,
     Record,
+    Span,
     entry_from_wire,
     envelope_from_wire,
     record_from_wire,
@@ -133,3 +135,43 @@ def test_a_malformed_channel_entry_names_the_channel() -> None:
 def test_envelopes_are_values() -> None:
     env = envelope_from_wire(_wire_envelope(), KEY)
     assert isinstance(env, Envelope) and env == envelope_from_wire(_wire_envelope(), KEY)
+
+
+# Chunk items (layout 5): pack index -2 marks a chunk stored in the index.
+P1 = b"p" * 32
+
+
+def test_an_entry_naming_a_chunk_item_is_written_as_x() -> None:
+    blobs = Blobs("json", (D1, D2, D3), (1, 2, 3), b"h", 2, (IN_INDEX, None, Span(P1, 7, 9)))
+    wire = ["x", "json", [D1, D2, D3], [1, 2, 3], b"h", 2, [P1], [-2, 0, 0, -1, 0, 0, 0, 7, 9]]
+    assert blobs.wire() == wire
+    assert entry_from_wire(wire, "v", KEY) == blobs
+    assert blobs.has_items() and blobs.packed()
+    assert blobs.location(0) is IN_INDEX and blobs.span(0) is None
+
+
+def test_an_x_entry_may_name_no_pack() -> None:
+    blobs = Blobs("json", (D1, D2), (1, 2), b"", 1, (IN_INDEX, None))
+    assert blobs.wire() == ["x", "json", [D1, D2], [1, 2], b"", 1, [], [-2, 0, 0, -1, 0, 0]]
+    assert not blobs.packed()
+    assert entry_from_wire(blobs.wire(), "v", KEY) == blobs
+
+
+def test_entries_without_chunk_items_are_written_as_before() -> None:
+    packed = Blobs("json", (D1, D2), (1, 2), b"", 1, (Span(P1, 0, 4), None))
+    assert packed.wire()[0] == "p" and not packed.has_items()
+    assert Blobs("json", (D1,), (1,), b"", 0).wire()[0] == "r"
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        ["p", "json", [D1], [1], b"", 0, [], [-2, 0, 0]],  # -2 only in an "x"
+        ["x", "json", [D1], [1], b"", 0, [], [-3, 0, 0]],
+        ["x", "json", [D1], [1], b"", 0, [], [-2, 0, 5]],  # a chunk item has no span
+        ["x", "json", [D1], [1], b"", 0, []],
+    ],
+)
+def test_a_malformed_x_entry_is_corrupt(wire: Any) -> None:
+    with pytest.raises(CorruptObjectError, match="malformed"):
+        entry_from_wire(wire, "v", KEY)

@@ -4,12 +4,21 @@ reader finds them there (layout 2)."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
 from langgraph_s3 import codec
 from langgraph_s3.core import packs, read, schema
-from langgraph_s3.core.entries import PENDING, Blobs, Inline, Span, entry_from_wire
+from langgraph_s3.core.entries import (
+    IN_INDEX,
+    PENDING,
+    Blobs,
+    Inline,
+    Listed,
+    Span,
+    entry_from_wire,
+)
 from langgraph_s3.core.packs import ChunkRef
 from langgraph_s3.errors import CorruptObjectError
 from langgraph_s3.operations import S3Get
@@ -221,3 +230,15 @@ def test_a_warm_read_of_a_body_in_s3_sends_no_range_again() -> None:
     again.expect(is_query, page([stored.item]))
     tup = again.returns()  # object, chunks: all cached, no GET
     assert tup is not None and tup.checkpoint["channel_values"] == {"doc": DOC}
+
+
+def test_a_body_naming_a_chunk_item_needs_layout_5() -> None:
+    d = b"d" * 32
+    item = Blobs("t", (d,), (1,), b"", 0, (IN_INDEX,))
+    assert packs.layout_of([item]) == codec.LAYOUT_ITEMS == codec.FORMAT_VERSION
+    # also when only the chunk list names it: an older release refuses the body
+    assert packs.layout_of([Listed(d, 10, None, item)]) == codec.LAYOUT_ITEMS
+    assert packs.layout_of([Listed(d, 10, None, replace(item, spans=None))]) == 3
+    ref = packs.chunk_refs_in("t/", item)[0]
+    assert ref.item and ref.span is None and ref.pack is None
+    assert packs.objects_in("t/", item) == []

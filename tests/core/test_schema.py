@@ -91,3 +91,17 @@ def test_an_items_partition_key_and_write_time() -> None:
     assert schema.pk_of(item) == "t9"
     assert schema.written_ms(item) == int(item[schema.AT]["N"]) > 0
     assert schema.written_ms({schema.PK: schema.s("t9")}) == 0
+
+
+def test_a_chunk_item_is_keyed_by_its_chunks_name() -> None:
+    name = bytes(range(32))
+    item = schema.chunk_item("t1", name, b"LGS3\x01Bframe", 1234)
+    assert item == {
+        "pk": {"S": "t1"},
+        "sk": {"S": "b#" + name.hex()},
+        "v": {"B": b"LGS3\x01Bframe"},
+        "at": {"N": "1234"},
+    }
+    assert schema.is_chunk_item(item) and schema.chunk_name(item) == name
+    assert not schema.is_key_item(item) and not schema.is_checkpoint_item(item)
+    assert not schema.is_chunk_item({"sk": {"S": "c#~#1"}})

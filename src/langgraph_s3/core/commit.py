@@ -28,7 +28,7 @@ from langgraph_s3 import codec, guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
 from langgraph_s3.core.datakeys import thread_key
-from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed
+from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed, Span
 from langgraph_s3.core.incarnations import incarnation_of_put, restarted
 from langgraph_s3.core.index import (
     IDEMPOTENT_MISMATCH,
@@ -232,7 +232,7 @@ def _checkpoint_item(
                 for e in entries.values()
                 if isinstance(e, Blobs)
                 for i, d in enumerate(e.digests)
-                if e.span(i) is None
+                if e.location(i) is None
             )
         )
         # A value stored through a chunk list: the list comes with the object.
@@ -262,7 +262,7 @@ def _pack_ranges(entries: Mapping[str, Entry]) -> list[tuple[bytes, int, int]]:
         if isinstance(entry, Listed):
             spans = (entry.span,)
         for span in spans or ():
-            if span is not None:
+            if isinstance(span, Span):
                 start, end = ranges.get(span.pack, (span.offset, span.offset + span.length))
                 ranges[span.pack] = (min(start, span.offset), max(end, span.offset + span.length))
     return [(pack, start, end) for pack, (start, end) in ranges.items()]

@@ -14,6 +14,9 @@ written stays byte for byte what older releases wrote and read.
   stored in packs (layout 2), ``["p", type, digests, sizes, head, stable, packs,
   where]``: ``packs`` the pack digests, ``where`` three integers per chunk (pack
   index, offset, length of its frame in the pack; ``-1, 0, 0`` for a loose blob).
+  When some of its chunks are *chunk items* (layout 5: stored in the thread's index
+  partition, :data:`IN_INDEX`), ``["x", ...]``, the same shape, where pack index
+  ``-2`` (offset and length 0) marks a chunk item; ``-2`` is refused in a ``"p"``.
 - :class:`Listed`: ``["l", digest, size]`` or ``["l", digest, size, pack, offset,
   length]`` (layout 3), a value with many chunks whose ``"r"``/``"p"`` entry is
   itself stored once, as a blob (a *chunk list*, :mod:`langgraph_s3.core.lists`),
@@ -53,13 +56,30 @@ class Span:
     length: int
 
 
+@dataclass(frozen=True)
+class InIndex:
+    """Where a *chunk item* is (layout 5): in its thread's index partition, under
+    ``schema.chunk_sk`` of its name. Its one value is :data:`IN_INDEX`; a type of its
+    own (not a :class:`Span`), so code that reads a pack from a chunk's place must
+    say what it does with a chunk item."""
+
+
+#: A chunk stored as a chunk item (written ``-2, 0, 0`` in an ``"x"`` entry).
+IN_INDEX = InIndex()
+
+#: Where a chunk is stored: in a pack, in the index, or (None) a loose blob.
+Location = Span | InIndex | None
+
+
 class ChunkRef(NamedTuple):
     """One chunk to read: its own (loose blob) key, which names it in caches and
-    payloads, and where it is packed (``span`` and the pack's key), if it is."""
+    payloads, and where it is packed (``span`` and the pack's key), if it is;
+    ``item``: it is a chunk item (``span`` and ``pack`` None)."""
 
     key: str
     span: Span | None = None
     pack: str | None = None
+    item: bool = False
 
 
 #: A chunk whose pack is not built yet (``packs.seal`` replaces it before anything
@@ -78,9 +98,10 @@ class Blobs:
     #: Leading blobs that end at content boundaries; None in entries written before
     #: pieces existed, where every blob but the last did.
     stable: int | None = None
-    #: Per chunk, where it is packed (None: a loose blob). None: every chunk is loose,
-    #: and the entry is written as layout 1 wrote it.
-    spans: tuple[Span | None, ...] | None = None
+    #: Per chunk, where it is stored (a pack's span, :data:`IN_INDEX`, or None for a
+    #: loose blob). None: every chunk is loose, and the entry is written as layout 1
+    #: wrote it.
+    spans: tuple[Location, ...] | None = None
     #: SHA-256 of the serialized value, when this saver made the entry (not stored):
     #: lets the next call that stores the same value re-use the entry.
     value: bytes | None = field(default=None, compare=False, repr=False)
@@ -89,21 +110,32 @@ class Blobs:
         out = ["r", self.type, list(self.digests), list(self.sizes), self.head]
         if self.spans is None:
             return out if self.stable is None else [*out, self.stable]
-        packs = list(dict.fromkeys(s.pack for s in self.spans if s is not None))
+        packs = list(dict.fromkeys(s.pack for s in self.spans if isinstance(s, Span)))
         where: list[int] = []
         for span in self.spans:
-            where += (
-                [-1, 0, 0] if span is None else [packs.index(span.pack), span.offset, span.length]
-            )
-        return ["p", *out[1:], self.stable_count(), packs, where]
+            if isinstance(span, Span):
+                where += [packs.index(span.pack), span.offset, span.length]
+            else:
+                where += [-1 if span is None else -2, 0, 0]
+        kind = "x" if self.has_items() else "p"
+        return [kind, *out[1:], self.stable_count(), packs, where]
 
     def packed(self) -> bool:
         """Whether any chunk is in a pack (the entry needs layout 2 to be read)."""
-        return self.spans is not None and any(s is not None for s in self.spans)
+        return self.spans is not None and any(isinstance(s, Span) for s in self.spans)
+
+    def has_items(self) -> bool:
+        """Whether any chunk is a chunk item (the entry needs layout 5 to be read)."""
+        return self.spans is not None and IN_INDEX in self.spans
+
+    def location(self, i: int) -> Location:
+        """Where chunk ``i`` is stored: a pack's span, :data:`IN_INDEX`, or None."""
+        return None if self.spans is None else self.spans[i]
 
     def span(self, i: int) -> Span | None:
-        """Where chunk ``i`` is packed, or None for a loose blob."""
-        return None if self.spans is None else self.spans[i]
+        """Where chunk ``i`` is packed, or None for a loose blob or a chunk item."""
+        where = self.location(i)
+        return where if isinstance(where, Span) else None
 
     def stable_count(self) -> int:
         """How many leading blobs end at content boundaries."""
@@ -156,30 +188,35 @@ def entry_from_wire(raw: Any, what: str, key: str) -> Entry:
             sizes = tuple(_int(z) for z in raw[3])
             stable = _int(raw[5]) if len(raw) == 6 else None
             return Blobs(_text(raw[1]), digests, sizes, _bytes(raw[4]), stable)
-        if kind == "p" and len(raw) == 8:
-            return _packed_from_wire(raw)
+        if kind in ("p", "x") and len(raw) == 8:
+            return _packed_from_wire(raw, items=kind == "x")
         if kind == "l" and len(raw) in (3, 6):
             return _listed_from_wire(raw)
     except (TypeError, ValueError, IndexError) as exc:
         raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key) from exc
-    if kind in ("i", "r", "p", "l"):
+    if kind in ("i", "r", "p", "x", "l"):
         raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key)
     raise CorruptObjectError(f"{what} in {key!r} has unknown entry kind {kind!r}", key=key)
 
 
-def _packed_from_wire(raw: Any) -> Blobs:
+def _packed_from_wire(raw: Any, items: bool) -> Blobs:
     digests = tuple(_bytes(d) for d in raw[2])
     sizes = tuple(_int(z) for z in raw[3])
     packs = [_bytes(p) for p in raw[6]]
     where = [_int(w) for w in raw[7]]
     if len(digests) != len(sizes) or len(where) != 3 * len(digests):
         raise ValueError("chunk lists of different lengths")
-    spans: list[Span | None] = []
+    spans: list[Location] = []
     for i in range(len(digests)):
         index, offset, length = where[3 * i : 3 * i + 3]
-        if index < -1 or offset < 0 or length < 0:
+        if index < (-2 if items else -1) or offset < 0 or length < 0:
             raise ValueError("negative span")
-        spans.append(None if index == -1 else Span(packs[index], offset, length))
+        if index == -2:
+            if offset or length:
+                raise ValueError("a chunk item has no span")
+            spans.append(IN_INDEX)
+        else:
+            spans.append(None if index == -1 else Span(packs[index], offset, length))
     return Blobs(_text(raw[1]), digests, sizes, _bytes(raw[4]), _int(raw[5]), tuple(spans))
 
 

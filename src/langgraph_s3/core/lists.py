@@ -151,7 +151,7 @@ def open_list(entry: Listed, payload: bytes, at: ChunkRef) -> Blobs:
     inner = entry_from_wire(codec.unpack(payload, key=key), "chunk list", key)
     if not isinstance(inner, Blobs):
         raise CorruptObjectError(f"chunk list {where!r} does not list chunks", key=key)
-    if inner.spans is None or all(s is None or s.pack != SELF for s in inner.spans):
+    if inner.spans is None or all(not isinstance(s, Span) or s.pack != SELF for s in inner.spans):
         return inner
     if entry.span is None:
         raise CorruptObjectError(
@@ -159,7 +159,7 @@ def open_list(entry: Listed, payload: bytes, at: ChunkRef) -> Blobs:
         )
     own = entry.span.pack
     spans = tuple(
-        Span(own, s.offset, s.length) if s is not None and s.pack == SELF else s
+        Span(own, s.offset, s.length) if isinstance(s, Span) and s.pack == SELF else s
         for s in inner.spans
     )
     return replace(inner, spans=spans)

@@ -23,7 +23,17 @@ from typing import TYPE_CHECKING
 
 from langgraph_s3 import codec
 from langgraph_s3.core import lists
-from langgraph_s3.core.entries import PENDING, Blobs, ChunkRef, Entry, Listed, ListIdentity, Span
+from langgraph_s3.core.entries import (
+    IN_INDEX,
+    PENDING,
+    Blobs,
+    ChunkRef,
+    Entry,
+    Listed,
+    ListIdentity,
+    Location,
+    Span,
+)
 from langgraph_s3.core.sealed import blob_frame, namer
 from langgraph_s3.core.uploads import Placement, Shares
 from langgraph_s3.keys import Layout
@@ -38,7 +48,7 @@ class Sealed:
 
     shares: Shares
     #: chunk digest -> where it is (None: a loose blob)
-    placed: dict[bytes, Span | None] = field(default_factory=dict)
+    placed: dict[bytes, Location] = field(default_factory=dict)
     #: the chunk lists this call stored, by the id of the pending entry they hold
     lists: dict[int, Listed] = field(default_factory=dict)
 
@@ -89,7 +99,7 @@ def seal(
     by_ident = {idents[id(blobs)]: blobs for blobs in todo}
 
     def place(
-        fresh: dict[str, bytes], where: dict[str, Span | None], wanted: list[ListIdentity]
+        fresh: dict[str, bytes], where: dict[str, Location], wanted: list[ListIdentity]
     ) -> tuple[Placement, dict[ListIdentity, tuple[str, Listed]]]:
         placing = _Placing(core, thread_id, [(i, by_ident[i]) for i in wanted], where)
         return placing.place(fresh), placing.made
@@ -108,7 +118,7 @@ class _Placing:
     #: the chunk lists to build: (identity, entry)
     todo: Sequence[tuple[ListIdentity, Blobs]]
     #: chunk key -> where it is, for the chunks placed so far
-    where: dict[str, Span | None]
+    where: dict[str, Location]
     #: per list identity, its chunk key and entry
     made: dict[ListIdentity, tuple[str, Listed]] = field(default_factory=dict)
 
@@ -162,14 +172,12 @@ class _Placing:
             listed.append((ident, key, blob, data, inner))
         body = b"".join(frames.values())
         pack = codec.digest_bytes(body)
-        spans: dict[str, Span | None] = {
-            k: Span(pack, offsets[k], len(f)) for k, f in frames.items()
-        }
+        spans = {k: Span(pack, offsets[k], len(f)) for k, f in frames.items()}
         self.where.update(spans)
         for ident, key, blob, data, inner in listed:
             entry = Listed(blob, len(data), spans[key], _with_pack(inner, pack))
             self.made[ident] = (key, entry)
-        return {self.core.layout.pack_key(self.thread_id, pack.hex()): (body, spans)}
+        return {self.core.layout.pack_key(self.thread_id, pack.hex()): (body, dict(spans))}
 
     def _loose_list(self, ident: ListIdentity, blobs: Blobs) -> Placement:
         inner = self._resolve(blobs, self.where)
@@ -185,7 +193,7 @@ class _Placing:
         frame = blob_frame(self.core, self.thread_id, digest, data)
         return {key: (frame, {key: None})}
 
-    def _resolve(self, blobs: Blobs, where: Mapping[str, Span | None]) -> Blobs:
+    def _resolve(self, blobs: Blobs, where: Mapping[str, Location]) -> Blobs:
         """``blobs`` with its pending chunks where ``where`` puts them."""
         if blobs.spans is None or PENDING not in blobs.spans:
             return blobs
@@ -201,7 +209,7 @@ def _with_pack(blobs: Blobs, pack: bytes) -> Blobs:
     if blobs.spans is None:
         return blobs
     spans = tuple(
-        Span(pack, s.offset, s.length) if s is not None and s.pack == lists.SELF else s
+        Span(pack, s.offset, s.length) if isinstance(s, Span) and s.pack == lists.SELF else s
         for s in blobs.spans
     )
     return replace(blobs, spans=spans)
@@ -210,10 +218,20 @@ def _with_pack(blobs: Blobs, pack: bytes) -> Blobs:
 def layout_of(entries: Iterable[Entry]) -> int:
     """The oldest layout that can read these entries."""
     entries = list(entries)
+    if any(_names_items(e) for e in entries):
+        return codec.LAYOUT_ITEMS
     if any(isinstance(e, Listed) for e in entries):
         return codec.LAYOUT_LISTS
     packed = any(isinstance(e, Blobs) and e.packed() for e in entries)
     return codec.LAYOUT_PACKS if packed else codec.LAYOUT_1
+
+
+def _names_items(entry: Entry) -> bool:
+    """Whether an entry, or the chunk list it names (once known), names a chunk item:
+    an older release must refuse the body, not fail on the list it reads later."""
+    if isinstance(entry, Listed):
+        return entry.blobs is not None and entry.blobs.has_items()
+    return isinstance(entry, Blobs) and entry.has_items()
 
 
 def chunk_refs(core: SaverCore, thread_id: str, entry: Entry) -> list[ChunkRef]:
@@ -230,16 +248,20 @@ def chunk_refs_in(folder: str, entry: Entry) -> list[ChunkRef]:
         return []
     refs = []
     for i, digest in enumerate(entry.digests):
-        span = entry.span(i)
-        pack = None if span is None else Layout.pack_key_in(folder, span.pack.hex())
-        refs.append(ChunkRef(Layout.blob_key_in(folder, digest.hex()), span, pack))
+        key = Layout.blob_key_in(folder, digest.hex())
+        place = entry.location(i)
+        if isinstance(place, Span):
+            refs.append(ChunkRef(key, place, Layout.pack_key_in(folder, place.pack.hex())))
+        else:
+            refs.append(ChunkRef(key, item=place is IN_INDEX))
     return refs
 
 
 def objects_in(folder: str, entry: Entry) -> list[str]:
-    """The objects a value entry needs to exist: its loose blobs and its packs, and
-    its chunk list's (which must have been read: ``lists.expand``)."""
+    """The S3 objects a value entry needs to exist: its loose blobs and its packs, and
+    its chunk list's (which must have been read: ``lists.expand``); not its chunk
+    items, which are in the index (``ChunkRef.item``)."""
     refs = chunk_refs_in(folder, entry)
     if isinstance(entry, Listed):
         refs.append(lists.ref_in(folder, entry))
-    return list(dict.fromkeys(r.pack or r.key for r in refs))
+    return list(dict.fromkeys(r.pack or r.key for r in refs if not r.item))

@@ -50,6 +50,9 @@ KEY_VERSION = "kv"  #: the data key's version (N): its id, and part of its encry
 KEK = "kek"  #: what wrapped it: the KMS key ARN, or the static ring's key id
 TENANT = "tn"  #: raw tenant id, on a tenant's data key item (a thread's has ``th``)
 
+# Chunk items (layout 5): a small value chunk stored in the thread's partition.
+VALUE = "v"  #: the chunk's blob frame, exactly as its loose S3 blob would hold it
+
 #: Global secondary index of checkpoint items by run id (``delete_for_runs``).
 GSI_RUN = "by_run"
 #: Sort key of the item naming the region that owns a thread (cross-region setups).
@@ -58,6 +61,32 @@ OWNER_SK = "o"
 WRITES_MARK = "#w#"
 #: Begins the sort key of every data key item; :func:`key_sk` adds the version.
 KEY_SK_PREFIX = "k#"
+
+
+#: Begins the sort key of every chunk item; :func:`chunk_sk` adds the chunk's name.
+CHUNK_SK_PREFIX = "b#"
+
+
+def chunk_sk(name: bytes) -> str:
+    """The sort key of the chunk item holding the chunk named ``name`` (the digest
+    that names its loose blob ``{thread}/b/{hex}``; keyed with encryption)."""
+    return CHUNK_SK_PREFIX + name.hex()
+
+
+def chunk_item(pk: str, name: bytes, frame: bytes, at_ms: int) -> dict[str, Any]:
+    """A chunk item: the blob ``frame`` of the chunk ``name`` in partition ``pk``,
+    written at ``at_ms`` (a rewrite refreshes it, as a re-upload refreshes a blob)."""
+    return {PK: s(pk), SK: s(chunk_sk(name)), VALUE: b(frame), AT: n(at_ms)}
+
+
+def is_chunk_item(item: Mapping[str, Any]) -> bool:
+    """A chunk item (layout 5), by its sort key."""
+    return str(item[SK]["S"]).startswith(CHUNK_SK_PREFIX)
+
+
+def chunk_name(item: Mapping[str, Any]) -> bytes:
+    """The name (digest) of the chunk a chunk item holds."""
+    return bytes.fromhex(str(item[SK]["S"])[len(CHUNK_SK_PREFIX) :])
 
 
 #: Sort key of a thread's tenant reference: the thread's data key is the key of the

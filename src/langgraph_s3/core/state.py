@@ -21,7 +21,7 @@ from langgraph_s3.core.config import (
     INDEX_INLINE_LIMIT,
     check_settings,
 )
-from langgraph_s3.core.entries import Blobs, Entry, Listed, ListIdentity, Span
+from langgraph_s3.core.entries import Blobs, Entry, InIndex, Listed, ListIdentity, Span
 from langgraph_s3.core.sealed import Encryption, KeyRing, as_encryption
 from langgraph_s3.core.uploads import SharedUploads
 from langgraph_s3.errors import InvalidConfigError
@@ -52,8 +52,9 @@ class Caches:
         #: immutable (named by their digest), so never stale.
         self.objects: LRU[str, bytes] = LRU(100_000, cache_bytes, group=folder)
         #: chunk keys known to exist, so put() does not upload them again: True for
-        #: a loose blob, its Span for a chunk in a pack (where an entry finds it).
-        self.known_blobs: LRU[str, Span | bool] = LRU(200_000, ttl=ttl, group=folder)
+        #: a loose blob, its Span for a chunk in a pack, IN_INDEX for a chunk item
+        #: (where an entry finds it: a chunk is referenced only where it is stored).
+        self.known_blobs: LRU[str, Span | InIndex | bool] = LRU(200_000, ttl=ttl, group=folder)
         #: chunk list identity (``lists.identity``: thread folder, digest) -> the list,
         #: stored with every chunk it names: a call that builds the same list again
         #: references it.

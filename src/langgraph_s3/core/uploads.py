@@ -19,16 +19,17 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from langgraph_s3.core.entries import Listed, ListIdentity, Span
+from langgraph_s3.core.entries import InIndex, Listed, ListIdentity, Location, Span
 
 #: What a flow's own chunks became: object key -> (its body, the chunk keys in it and
-#: where each is in it; None for a loose blob).
-Placement = dict[str, tuple[bytes, dict[str, Span | None]]]
+#: where each is in it; None for a loose blob). A chunk item is an "object" of its own,
+#: under its chunk key, where ``IN_INDEX``: its body is the item's frame.
+Placement = dict[str, tuple[bytes, dict[str, Location]]]
 #: Places a flow's fresh chunks, given where the others are, and builds the chunk
 #: lists not being uploaded already (by identity): objects, and per list identity
 #: its chunk key and entry.
 Place = Callable[
-    [dict[str, bytes], dict[str, Span | None], list[ListIdentity]],
+    [dict[str, bytes], dict[str, Location], list[ListIdentity]],
     tuple[Placement, dict[ListIdentity, tuple[str, Listed]]],
 ]
 
@@ -44,7 +45,7 @@ class Shares:
     #: object key -> the chunk keys it carries
     members: dict[str, list[str]] = field(default_factory=dict)
     #: chunk key -> where it is (None: a loose blob), for every chunk asked about
-    where: dict[str, Span | None] = field(default_factory=dict)
+    where: dict[str, Location] = field(default_factory=dict)
     #: chunk key -> the future of another flow's upload carrying it
     waits: dict[str, Future[bool]] = field(default_factory=dict)
     #: chunk list identity -> the list, made by this flow or another
@@ -58,7 +59,7 @@ class SharedUploads:
     and where in that object it is."""
 
     def __init__(self) -> None:
-        self._inflight: dict[str, tuple[Future[bool], Span | None]] = {}
+        self._inflight: dict[str, tuple[Future[bool], Location]] = {}
         #: chunk list identity -> the upload carrying it, its chunk key, the list, and
         #: the other uploads its maker waits for that carry chunks the list names
         self._lists: dict[
@@ -69,7 +70,7 @@ class SharedUploads:
     def share(
         self,
         chunks: Mapping[str, bytes],
-        known: Callable[[str], Span | bool | None],
+        known: Callable[[str], Span | InIndex | bool | None],
         place: Place,
         lists: Iterable[ListIdentity] = (),
         known_list: Callable[[ListIdentity], Listed | None] = lambda _: None,
@@ -88,7 +89,7 @@ class SharedUploads:
                     continue
                 stored = known(key)
                 if stored is not None:
-                    shares.where[key] = stored if isinstance(stored, Span) else None
+                    shares.where[key] = None if isinstance(stored, bool) else stored
                 else:
                     fresh[key] = frame
             todo = []

@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import chunking, codec
-from langgraph_s3.core.entries import PENDING, Blobs, Entry, Envelope, Inline, Listed, Span
+from langgraph_s3.core.entries import (
+    PENDING,
+    Blobs,
+    Entry,
+    Envelope,
+    InIndex,
+    Inline,
+    Listed,
+    Location,
+    Span,
+)
 from langgraph_s3.core.sealed import blob_frame, namer, rekeying, seal_body
 from langgraph_s3.errors import CorruptObjectError, SerializationError, UndecodableValueError
 from langgraph_s3.keys import Layout
@@ -120,14 +130,14 @@ def blob_entry(
         hint is not None and isinstance(previous, Blobs) and previous.spans is not None
     ) else {}  # fmt: skip
     uploads: dict[str, bytes] = {}
-    spans: list[Span | None] = []
+    spans: list[Location] = []
     for chunk in planned:
         key = core.layout.blob_key(thread_id, chunk.digest.hex())
         known = None if chunk.data is None else core.caches.known_blobs.get(key)
         if chunk.data is None:
             spans.append(where.get(chunk.digest))
         elif known is not None:
-            spans.append(known if isinstance(known, Span) else None)
+            spans.append(known if isinstance(known, Span | InIndex) else None)
         else:
             spans.append(PENDING)
             if key not in uploads:
