@@ -214,9 +214,7 @@ def test_copy_thread_writes_chunk_items_with_the_writes_items_before_the_checkpo
     copied, w = requests(first, "PutRequest")
     assert copied == schema.chunk_item("t2", name, frame, int(T0 * 1000))
     assert (w[schema.PK], w[schema.SK]) == (schema.s("t2"), w1.item[schema.SK])
-    assert [i[schema.SK] for i in requests(checkpoints_batch, "PutRequest")] == [
-        c1.item[schema.SK]
-    ]
+    assert [i[schema.SK] for i in requests(checkpoints_batch, "PutRequest")] == [c1.item[schema.SK]]
     assert [i[schema.SK] for i in requests(heads_batch, "PutRequest")] == [c1.head[schema.SK]]
 
 

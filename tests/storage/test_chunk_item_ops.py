@@ -173,9 +173,7 @@ def test_a_sealed_copy_without_chunk_items_stores_them_as_blobs(
     assert chunk_items(inproc_backend, "src")
     expected = history(inproc_backend.saver(encryption=Encryption(ring)), "src")
 
-    small(inproc_backend, encryption=Encryption(ring), chunk_items=False).copy_thread(
-        "src", "dst"
-    )
+    small(inproc_backend, encryption=Encryption(ring), chunk_items=False).copy_thread("src", "dst")
 
     assert chunk_items(inproc_backend, "dst") == {}
     assert len(blobs(inproc_backend, "dst")) == len(chunk_items(inproc_backend, "src"))

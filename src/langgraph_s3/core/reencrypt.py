@@ -14,9 +14,10 @@ Theory of operation (:func:`reencrypt_thread`):
    thread under encryption (``reseal.copy_sealed``, source and target the same
    thread): chunks are read, named under the new key and stored again, chunk items
    as chunk items and the others as loose blobs, chunk lists and large bodies too
-   (uploaded); only then are the batch's index items rewritten in place (same keys). A reader sees the old item (its objects, sealed
-   under ``n``, still exist) or the new one (its objects exist already). Each item
-   is put only if it was not updated since it was read (``index.Replace``).
+   (uploaded); only then are the batch's index items rewritten in place (same
+   keys). A reader sees the old item (its objects, sealed under ``n``, still exist)
+   or the new one (its objects exist already). Each item is put only if it was not
+   updated since it was read (``index.Replace``).
 3. **Checking.** The thread's items are read again; any checkpoint or pending write
    not sealed under ``n + 1`` (written meanwhile by a run that still had ``n``)
    is re-sealed again, up to :data:`ROUNDS` times, else
