@@ -19,8 +19,11 @@ import pytest
 from botocore.exceptions import ClientError
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_s3 import Encryption, S3SaverError
+from langgraph_s3 import Encryption, S3SaverError, codec
 from langgraph_s3.archive import export_thread, import_thread
+from langgraph_s3.core import schema
+from langgraph_s3.core.datakeys import thread_key
+from langgraph_s3.core.objects import read_envelopes
 from langgraph_s3.sealing import StaticKeyRing
 from tests.conftest import Backend
 from tests.layouts.archive import INLINE, SUB, write_thread
@@ -60,6 +63,14 @@ def history(saver: Any, thread: str) -> list[Any]:
              sorted(t.pending_writes or []))
         )  # fmt: skip
     return sorted(out, key=lambda r: (r[0], r[1]))
+
+
+def body_layouts(backend: Backend, saver: Any, thread: str) -> set[int | None]:
+    """The layouts of a thread's checkpoint bodies (``format_version``), opened."""
+    items = [i for i in backend.items() if i["pk"]["S"] == thread]
+    rows = [schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)]
+    saver.run(thread_key(saver, thread))
+    return {env.format for env in saver.run(read_envelopes(saver, rows))}
 
 
 def small(backend: Backend, **kwargs: Any) -> Any:
@@ -177,6 +188,9 @@ def test_a_sealed_copy_without_chunk_items_stores_them_as_blobs(
 
     assert chunk_items(inproc_backend, "dst") == {}
     assert len(blobs(inproc_backend, "dst")) == len(chunk_items(inproc_backend, "src"))
+    saver = inproc_backend.saver(encryption=Encryption(ring))
+    assert body_layouts(inproc_backend, saver, "src") == {codec.LAYOUT_ITEMS}
+    assert body_layouts(inproc_backend, saver, "dst") == {codec.LAYOUT_1}
     assert history(inproc_backend.saver(encryption=Encryption(ring)), "dst") == expected
 
 

@@ -167,7 +167,9 @@ def _entries(envs: Sequence[Envelope], writes: Sequence[Sequence[WritesRow]]) ->
 
 def _renamed(renamer: _Renamer, env: Envelope) -> Envelope:
     channels = {name: renamer.entry(e) for name, e in env.channels.items()}
-    fmt = max(env.format or codec.LAYOUT_1, packs.layout_of(channels.values()))
+    # The layout of the renamed entries, as a put sets it: a copy without chunk items
+    # (chunk_items=False) is readable by releases before layout 5.
+    fmt = packs.layout_of(channels.values())
     return replace(env, thread_id=renamer.dst, channels=channels, format=fmt)
 
 
