@@ -64,7 +64,8 @@ class S3Saver(Driver):
             clients it creates (timeouts, retries; see the README for Lambda).
         **options: See ``SaverOptions``: ``inline_threshold``, ``max_concurrency``,
             ``cache_bytes``, ``cache_ttl``, ``touch_on_read``,
-            ``cross_region``, ``clock``, ``encryption`` (client-side encryption).
+            ``cross_region``, ``clock``, ``encryption`` (client-side encryption),
+            ``chunk_items``.
     """
 
     def _start(self) -> None:

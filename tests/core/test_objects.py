@@ -168,7 +168,7 @@ def test_write_blobs_must_load_but_prefetched_value_blobs_may_fail() -> None:
 
 # --------------------------------------------------------------------------- uploads
 def test_an_upload_claims_its_blobs_and_marks_them_known_once_done() -> None:
-    core = make_core()
+    core = make_core(chunk_items=False)
     key, body = blob(core, b"payload")
     script = Script(objects.store_chunks(core, "t1", {key: body}, lambda _: [S3Get("extra")]))
     put, _ = script.expect([S3Put, S3Get("extra")], [None, b"E"])
@@ -180,7 +180,7 @@ def test_an_upload_claims_its_blobs_and_marks_them_known_once_done() -> None:
 
 
 def test_a_second_flow_waits_for_the_blob_another_flow_is_uploading() -> None:
-    core = make_core()
+    core = make_core(chunk_items=False)
     key, body = blob(core, b"shared")
     first = Script(objects.store_chunks(core, "t1", {key: body}))
     [put] = first.pending
@@ -194,7 +194,7 @@ def test_a_second_flow_waits_for_the_blob_another_flow_is_uploading() -> None:
 
 
 def test_a_failed_upload_is_placed_again_by_the_flow_that_waited_for_it() -> None:
-    core = make_core()
+    core = make_core(chunk_items=False)
     key, body = blob(core, b"shared")
     asked: list[int] = []
     other = Script(objects.store_chunks(core, "t1", {key: body}))
@@ -215,7 +215,7 @@ def test_a_failed_upload_is_placed_again_by_the_flow_that_waited_for_it() -> Non
 
 
 def test_a_flow_stopped_before_its_upload_finished_releases_the_blob() -> None:
-    core = make_core()
+    core = make_core(chunk_items=False)
     key, body = blob(core, b"abandoned")
     core.caches.objects.put(key, b"abandoned", 9)  # as planning a blob caches its content
     flow = objects.store_chunks(core, "t1", {key: body})

@@ -41,7 +41,7 @@ ONE = os.urandom(12_000).hex()
 
 
 def test_one_new_chunk_stays_a_loose_blob_and_the_entry_is_layout_1() -> None:
-    core = make_core()
+    core = make_core(chunk_items=False)
     sealed = packs.seal(core, "t1", {core.layout.blob_key("t1", "ab" * 32): b"frame"})
     assert list(sealed.shares.bodies) == [core.layout.blob_key("t1", "ab" * 32)]
     entry = Blobs("msgpack", (bytes.fromhex("ab" * 32),), (5,), b"", 1, (PENDING,))
@@ -182,7 +182,7 @@ def test_a_large_call_makes_several_packs_read_in_parallel_parts(
 def test_a_chunk_stored_meanwhile_is_referenced_where_it_is() -> None:
     """Between planning a value and placing its chunks, another flow may have stored
     one of them (in a pack, or loose): it is referenced there, not uploaded again."""
-    core = make_core()
+    core = make_core(chunk_items=False)
     in_pack, loose, new = (core.layout.blob_key("t1", f"{i:064x}") for i in range(3))
     core.caches.known_blobs.put(in_pack, Span(b"\x01" * 32, 0, 5))
     core.caches.known_blobs.put(loose, True)
@@ -196,7 +196,7 @@ def test_a_chunk_stored_meanwhile_is_referenced_where_it_is() -> None:
 
 
 def test_two_or_fewer_new_chunks_stay_loose_blobs() -> None:
-    core = make_core()
+    core = make_core(chunk_items=False)
     keys = [core.layout.blob_key("t1", f"{i:064x}") for i in range(2)]
     sealed = packs.seal(core, "t1", dict.fromkeys(keys, b"frame"))
     assert sorted(sealed.shares.bodies) == keys and set(sealed.placed.values()) == {None}

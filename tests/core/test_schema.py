@@ -31,7 +31,7 @@ def test_equal_metadata_values_get_equal_index_strings(value: Any, indexed: str 
 
 
 def test_a_checkpoint_item_parses_into_its_row() -> None:
-    writer = make_core(index_inline_limit=0)
+    writer = make_core(index_inline_limit=0, chunk_items=False)
     big = "".join(f"{i:06d}" for i in range(5_000))
     stored = store(
         config(cid="c1"),

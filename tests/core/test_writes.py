@@ -82,7 +82,7 @@ def test_a_record_larger_than_the_index_limit_goes_to_a_blob_the_checkpoint_re_u
     """Such a value would not stay inline in the next checkpoint body either: stored as
     a blob by the write, it is uploaded once and the checkpoint names the same blob,
     instead of the writes item paying a write unit per KB for it first."""
-    core = make_core()  # index limit 4 KiB
+    core = make_core(chunk_items=False)  # index limit 4 KiB
     big, small = os.urandom(5_000).hex(), os.urandom(1_000).hex()  # ~5 KB, ~1 KB records
     script = Script(writes.put_writes(core, AT_C1, [("big", big), ("small", small)], "t"))
     [put] = script.expect([S3Put], [None])

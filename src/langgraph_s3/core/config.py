@@ -52,6 +52,12 @@ class SaverOptions(TypedDict, total=False):
             ``KmsKeyRing``) or an ``Encryption``; checkpoint bodies, pending writes and
             value blobs are then sealed per thread (see ``langgraph_s3.core.sealed``).
             None (the default) stores them as before.
+        chunk_items: Store a call's one or two small new value chunks as items of the
+            thread's index partition (layout 5) instead of S3 blobs, when that costs
+            fewer write units than the PUTs it replaces (default True; see
+            docs/layout.md, "Chunk items"). False writes layout 4 as before; chunk
+            items are read either way. Releases before layout 5 cannot read a
+            checkpoint that names one.
     """
 
     inline_threshold: int
@@ -63,6 +69,7 @@ class SaverOptions(TypedDict, total=False):
     cross_region: CrossRegion | None
     clock: Callable[[], float]
     encryption: Encryption | KeyRing | None
+    chunk_items: bool
 
 
 #: Other savers' names for our options (DynamoDBSaver's ``table_name``, boto3's

@@ -81,6 +81,11 @@ class ChunkRef(NamedTuple):
     pack: str | None = None
     item: bool = False
 
+    def known(self) -> Span | InIndex | bool:
+        """What ``Caches.known_blobs`` remembers of this chunk once read: where it is
+        (True: a loose blob)."""
+        return IN_INDEX if self.item else self.span or True
+
 
 #: A chunk whose pack is not built yet (``packs.seal`` replaces it before anything
 #: is stored; its wire form only has to be as long as a real one's).

@@ -13,10 +13,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
-from langgraph_s3.core import lists, packs
-from langgraph_s3.core.entries import Blobs, ChunkRef, Entry, Envelope, envelope_from_wire
+from langgraph_s3.core import chunkitems, lists, packs
+from langgraph_s3.core.entries import (
+    IN_INDEX,
+    Blobs,
+    ChunkRef,
+    Entry,
+    Envelope,
+    envelope_from_wire,
+)
 from langgraph_s3.core.packs import Sealed
-from langgraph_s3.core.schema import Row
+from langgraph_s3.core.schema import PK, SK, Row
 from langgraph_s3.core.sealed import open_blob, open_body
 from langgraph_s3.errors import (
     CorruptObjectError,
@@ -36,6 +43,7 @@ from langgraph_s3.operations import (
     WaitUpload,
     perform,
     perform_all,
+    together,
 )
 
 if TYPE_CHECKING:
@@ -125,13 +133,14 @@ def _checked(core: SaverCore, ref: ChunkRef, frame: bytes, where: str) -> bytes:
             f"blob {where!r} does not match its content address", key=ref.pack or ref.key
         )
     core.caches.objects.put(ref.key, payload, len(payload))
-    core.caches.known_blobs.put(ref.key, ref.span or True)
+    core.caches.known_blobs.put(ref.key, ref.known())
     return payload
 
 
 class _Reads:
     """The GETs that bring a set of chunks: one per loose blob, one ranged GET per
-    pack (from its first wanted chunk to the end of its last)."""
+    pack (from its first wanted chunk to the end of its last); and the chunk items
+    to read (``items``, by ``chunkitems.read`` in the same round trip)."""
 
     def __init__(
         self,
@@ -143,6 +152,7 @@ class _Reads:
         self.found: dict[str, bytes] = {}
         self.groups: list[list[ChunkRef]] = []
         self.gets: list[S3Get] = []
+        self.items: list[ChunkRef] = []
         by_object: dict[str, list[ChunkRef]] = {}
         for ref in dict.fromkeys(refs):
             hit = have.get(ref.key)
@@ -152,6 +162,8 @@ class _Reads:
                 hit = _from_range(core, ref, *ranges[ref.pack])
             if hit is not None:
                 self.found[ref.key] = hit
+            elif ref.item:
+                self.items.append(ref)
             else:
                 by_object.setdefault(ref.pack or ref.key, []).append(ref)
         # A pack is at most packs.PACK_MAX bytes, so one range per pack; large values
@@ -163,18 +175,36 @@ class _Reads:
             self.gets.append(S3Get(key, start=start, end=end))
             self.groups.append(group)
 
+    def fetch(self, core: SaverCore) -> Flow[None]:
+        """GET this read's objects and read its chunk items, in one round trip; then
+        verify the chunks (all required)."""
+        bodies, frames = yield from together(
+            get_objects(core, self.gets), chunkitems.read(core, [r.key for r in self.items])
+        )
+        self.settle(core, bodies, frames, None)
+
     def settle(
-        self, core: SaverCore, bodies: Sequence[bytes | None], required: Iterable[ChunkRef]
+        self,
+        core: SaverCore,
+        bodies: Sequence[bytes | None],
+        frames: Mapping[str, bytes | None],
+        required: Iterable[ChunkRef] | None,
     ) -> dict[str, bytes]:
-        """Verify what came back; a missing or damaged chunk is an error only if required."""
-        needed = {r.key for r in required}
-        for get, group, body in zip(self.gets, self.groups, bodies, strict=True):
-            for ref in group:
-                try:
-                    self.found[ref.key] = _chunk(core, get, ref, body)
-                except ObjectError:
-                    if ref.key in needed:
-                        raise
+        """Verify what came back (``bodies`` of the GETs, ``frames`` of the chunk
+        items); a missing or damaged chunk is an error only if required (None: all)."""
+        needed = None if required is None else {r.key for r in required}
+        pairs: list[tuple[ChunkRef, S3Get | None, bytes | None]] = [
+            (ref, get, body)
+            for get, group, body in zip(self.gets, self.groups, bodies, strict=True)
+            for ref in group
+        ]
+        pairs += [(ref, None, frames.get(ref.key)) for ref in self.items]
+        for ref, get, body in pairs:
+            try:
+                self.found[ref.key] = _chunk(core, get, ref, body)
+            except ObjectError:
+                if needed is None or ref.key in needed:
+                    raise
         return self.found
 
 
@@ -191,8 +221,10 @@ def _from_range(core: SaverCore, ref: ChunkRef, start: int, data: bytes) -> byte
         return None
 
 
-def _chunk(core: SaverCore, get: S3Get, ref: ChunkRef, body: bytes | None) -> bytes:
-    if ref.span is None:
+def _chunk(core: SaverCore, get: S3Get | None, ref: ChunkRef, body: bytes | None) -> bytes:
+    if ref.item:
+        return _check_item(core, ref, body)
+    if ref.span is None or get is None:
         return check_blob(core, ref.key, body)
     if body is None:
         raise MissingObjectError(
@@ -204,6 +236,20 @@ def _chunk(core: SaverCore, get: S3Get, ref: ChunkRef, body: bytes | None) -> by
     return _checked(core, ref, body[at : at + ref.span.length], where)
 
 
+def _check_item(core: SaverCore, ref: ChunkRef, frame: bytes | None) -> bytes:
+    """Verify a chunk item's frame as its blob's would be (named ``pk|sk`` in errors:
+    what to repair or delete is the index item)."""
+    k = chunkitems.item_key(ref.key)
+    where = f"{k[PK]['S']}|{k[SK]['S']}"
+    if frame is None:
+        raise MissingObjectError(
+            f"chunk item {where!r} is referenced by the index but missing from table "
+            f"{core.table!r}",
+            key=where,
+        )
+    return _checked(core, ref, frame, where)
+
+
 def fetch_chunks(
     core: SaverCore,
     refs: Iterable[ChunkRef],
@@ -212,11 +258,8 @@ def fetch_chunks(
 ) -> Flow[dict[str, bytes]]:
     """Chunk payloads by chunk key: from ``have``, the cache, prefetched pack
     ``ranges`` (pack key -> start, bytes), or one concurrent read (all verified)."""
-    refs = list(refs)
     reads = _Reads(core, refs, have or {}, ranges)
-    if reads.gets:
-        bodies = yield from get_objects(core, reads.gets)
-        reads.settle(core, bodies, refs)
+    yield from reads.fetch(core)
     return reads.found
 
 
@@ -243,14 +286,26 @@ def upload(core: SaverCore, sealed: Sealed, extra: Sequence[Any] = ()) -> Flow[l
     waits: dict[int, tuple[str, Future[bool]]] = {}
     for key, fut in shares.waits.items():
         waits.setdefault(id(fut), (key, fut))
-    ops: list[Any] = [S3Put(k, body, done=shares.done[k]) for k, body in shares.bodies.items()]
+    items = {k: body for k, body in shares.bodies.items() if shares.where.get(k) is IN_INDEX}
+    ops: list[Any] = [
+        S3Put(k, body, done=shares.done[k]) for k, body in shares.bodies.items() if k not in items
+    ]
+    writes = chunkitems.write_requests(core, items) if items else []
+    ops += writes
     ops += [WaitUpload(key, fut) for key, fut in waits.values()]
     ops += extra
     if not ops:
         return []
     known = core.caches.known_blobs
+    puts = len(shares.bodies) - len(items)
     try:
         results = yield ops
+        # Stored before anything names them: what DynamoDB deferred is written now.
+        yield from chunkitems.finish_writes(
+            core, [r for res in results[puts : puts + len(writes)] for r in res]
+        )
+        for k in items:  # the driver resolves an S3Put's future; these are the core's
+            shares.done[k].set_result(True)
     finally:
         # Planning cached the content of a failed upload; nothing must vouch for it.
         core.uploads.release(
@@ -259,7 +314,7 @@ def upload(core: SaverCore, sealed: Sealed, extra: Sequence[Any] = ()) -> Flow[l
             core.caches.objects.pop,
             core.caches.known_lists.put,
         )
-    waited = results[len(shares.bodies) : len(shares.bodies) + len(waits)]
+    waited = results[puts + len(writes) : puts + len(writes) + len(waits)]
     lost = {id(fut) for (_, fut), ok in zip(waits.values(), waited, strict=True) if not ok}
     return [key for key, fut in shares.waits.items() if id(fut) in lost]
 
@@ -340,12 +395,15 @@ def read_envelopes(
     ]
     wanted = [k for k, body in zip(keys, bodies, strict=True) if body is None]
     reads = _Reads(core, [*extra, *optional], {})
-    if wanted or reads.gets or ranges:
-        fetched = yield from get_objects(core, [*wanted, *reads.gets, *ranges])
+    if wanted or reads.gets or ranges or reads.items:
+        fetched, frames = yield from together(
+            get_objects(core, [*wanted, *reads.gets, *ranges]),
+            chunkitems.read(core, [r.key for r in reads.items]),
+        )
         got = dict(zip(wanted, fetched[: len(wanted)], strict=True))
         bodies = [got[k] if body is None else body for k, body in zip(keys, bodies, strict=True)]
         chunks = fetched[len(wanted) : len(wanted) + len(reads.gets)]
-        reads.settle(core, chunks, extra)
+        reads.settle(core, chunks, frames, extra)
         for get, data in zip(ranges, fetched[len(wanted) + len(reads.gets) :], strict=True):
             if into_ranges is not None and data is not None:
                 into_ranges[get.key] = (get.start or 0, data)

@@ -7,7 +7,8 @@ Each value entry then says, per chunk, which pack holds it and where (a
 with one ranged GET and checks each against its digest, as it does a loose blob.
 A call with fewer new chunks keeps them loose blobs (``b/{sha256}``), as layout 1
 did: a pack would save a PUT or two but cost every later entry that names its
-chunks the pack's digest, and older releases can still read loose blobs.
+chunks the pack's digest, and older releases can still read loose blobs. Or, when
+they are small, chunk items in the index (layout 5, :mod:`langgraph_s3.core.chunkitems`).
 
 Chunks are still named by their digest, so deduplication works across packs and
 loose blobs alike: a chunk already stored (in a pack or loose) is referenced where
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from langgraph_s3 import codec
-from langgraph_s3.core import lists
+from langgraph_s3.core import chunkitems, lists
 from langgraph_s3.core.entries import (
     IN_INDEX,
     PENDING,
@@ -128,6 +129,10 @@ class _Placing:
 
     def place(self, fresh: dict[str, bytes]) -> Placement:
         if len(fresh) + len(self.todo) < (PACK_MIN_WITH_LIST if self.todo else PACK_MIN):
+            if not self.todo and self.core.chunk_items and chunkitems.pays(fresh):
+                # each an "object" of its own, under its chunk key (uploads.Placement)
+                self.where.update({key: IN_INDEX for key in fresh})
+                return {key: (frame, {key: IN_INDEX}) for key, frame in fresh.items()}
             out: Placement = {key: (frame, {key: None}) for key, frame in fresh.items()}
             self.where.update({key: None for key in fresh})
             for ident, blobs in self.todo:

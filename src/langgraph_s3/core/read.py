@@ -287,7 +287,7 @@ def assemble(
         version = checkpoint["channel_versions"].get(name)
         values.cache_entry(core, row.thread_id, row.ns, name, version, entry)
         for ref in packs.chunk_refs(core, row.thread_id, entry):
-            core.caches.known_blobs.put(ref.key, ref.span or True)
+            core.caches.known_blobs.put(ref.key, ref.known())
     checkpoint["channel_values"] = channel_values
     metadata = values.deserialize(core, *env.metadata, "metadata", key)
     ids = {"thread_id": row.thread_id, "checkpoint_ns": row.ns}

@@ -118,6 +118,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         cross_region: CrossRegion | None = None,
         clock: Callable[[], float] = time.time,
         encryption: Encryption | KeyRing | None = None,
+        chunk_items: bool = True,
     ) -> None:
         check_settings(
             bucket=bucket,
@@ -146,6 +147,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.max_concurrency = max_concurrency
         self.clock = clock
         self.touch_on_read = touch_on_read
+        #: Store small new chunks as chunk items (``core/chunkitems.py``), not blobs.
+        self.chunk_items = chunk_items
         self.region_name = region_name
         self.cross_region = cross_region
         #: Client-side encryption (``core/sealed.py``); None: nothing is sealed.

@@ -18,6 +18,8 @@ new class in one of those modules; a new item attribute is a constant in ``schem
 
 from langgraph_s3.core.index.items import Item, Key, key
 from langgraph_s3.core.index.reads import (
+    BatchGet,
+    Got,
     KeyPrefixScan,
     ListFilter,
     Page,
@@ -56,6 +58,7 @@ from langgraph_s3.core.index.writes import (
 __all__ = [
     "IDEMPOTENT_MISMATCH",
     "TXN_CANCELLED",
+    "BatchGet",
     "BatchWrite",
     "Cancelled",
     "ClaimOwner",
@@ -63,6 +66,7 @@ __all__ = [
     "DeleteHead",
     "DeleteUnchanged",
     "EnableTtl",
+    "Got",
     "Item",
     "Key",
     "KeyPrefixScan",

@@ -229,3 +229,31 @@ def _paged(params: dict[str, Any], limit: int | None, start: Key | None) -> dict
     if start is not None:
         params["ExclusiveStartKey"] = start
     return params
+
+
+@dataclass(frozen=True)
+class Got:
+    """What one BatchGetItem returned: the items found, and the keys DynamoDB left
+    for another request (throughput, or 16 MB per response)."""
+
+    items: list[Item]
+    unprocessed: list[Key]
+
+
+@dataclass(frozen=True)
+class BatchGet(IndexRequest[Got]):
+    """BatchGetItem of up to 100 items by key, strongly consistent (a chunk item is
+    read after the commit that names it). Result: :class:`Got`; a key without an
+    item is in neither list."""
+
+    table: str
+    keys: tuple[Key, ...]
+
+    def call(self) -> tuple[str, dict[str, Any]]:
+        wanted = {"Keys": list(self.keys), "ConsistentRead": True}
+        return "batch_get_item", {"RequestItems": {self.table: wanted}}
+
+    def result(self, response: Mapping[str, Any]) -> Got:
+        items = list(response.get("Responses", {}).get(self.table, []))
+        left = response.get("UnprocessedKeys", {}).get(self.table, {})
+        return Got(items, list(left.get("Keys", [])))
