@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_s3 import Encryption, S3SaverError, codec
@@ -82,7 +83,7 @@ def small(backend: Backend, **kwargs: Any) -> Any:
 def with_large_value(saver: Any, thread: str) -> None:
     """One more checkpoint whose value has enough chunks for a pack (in S3)."""
     parent = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": SUB}})
-    cp = dict(parent.checkpoint)
+    cp = empty_checkpoint()
     version = saver.get_next_version(None, None)
     cp["channel_values"] = {"v": os.urandom(300_000), "n": 9}
     cp["channel_versions"] = {"v": version, "n": version}
@@ -245,10 +246,10 @@ def test_reencryption_reseals_chunk_items_as_chunk_items(
 
     done = inproc_backend.saver(encryption=Encryption(ring)).reencrypt_thread("t")
 
-    assert (done.version, done.objects, done.chunk_items) == (2, 0, len(old))
     assert not blobs(inproc_backend, "t")
     new = chunk_items(inproc_backend, "t").keys() - old.keys()
     assert len(new) == len(old)
+    assert (done.version, done.objects, done.chunk_items) == (2, 0, len(old))
     drop(inproc_backend, "t", old)
     assert history(inproc_backend.saver(encryption=Encryption(ring)), "t") == expected
 
@@ -265,6 +266,7 @@ def test_the_async_saver_reencrypts_chunk_items(
             return await saver.areencrypt_thread("t")
 
     done = asyncio.run(main())
+    assert not blobs(server_backend, "t")
     assert (done.version, done.chunk_items) == (2, len(old))
     drop(server_backend, "t", old)
     assert history(server_backend.saver(encryption=Encryption(ring)), "t") == expected
