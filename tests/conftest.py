@@ -104,6 +104,15 @@ class Backend:
             out.extend(page["Items"])
         return out
 
+    def chunk_items(self, pk: str | None = None) -> dict[str, bytes]:
+        """The chunk items (layout 5) of the partition ``pk`` (every one if None):
+        ``pk|sk`` -> the frame each holds."""
+        return {
+            f"{i['pk']['S']}|{i['sk']['S']}": i["v"]["B"]
+            for i in self.items()
+            if i["sk"]["S"].startswith("b#") and pk in (None, i["pk"]["S"])
+        }
+
 
 @pytest.fixture(params=["inproc", "server"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:

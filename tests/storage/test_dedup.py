@@ -260,7 +260,8 @@ def test_small_values_are_inlined(backend: Backend, request_log: RequestLog) -> 
     assert checkpoint_count(backend, "small") == 1
 
     put_values(saver, "big", {"x": over_limit}, "1")
-    assert len(blob_objects(backend, "big")) == 1
+    # compressible: a chunk of ~100 bytes, stored as a chunk item (layout 5)
+    assert blob_objects(backend, "big") == {} and len(backend.chunk_items("big")) == 1
 
     puts = PutKeys()
     logged = instrumented(backend, request_log, puts)
@@ -284,10 +285,14 @@ def test_inline_threshold_is_configurable(backend: Backend) -> None:
     """With ``inline_threshold=0`` even a tiny value becomes a blob, and it still reads back."""
     make: Callable[..., S3Saver] = backend.saver
     put_values(make(inline_threshold=0), "zero", {"x": b"tiny"}, "1")
-    assert len(blob_objects(backend, "zero")) == 1
+    put_values(make(inline_threshold=0, chunk_items=False), "blob", {"x": b"tiny"}, "1")
+    assert len(backend.chunk_items("zero")) == 1 and blob_objects(backend, "zero") == {}
+    assert len(blob_objects(backend, "blob")) == 1 and backend.chunk_items("blob") == {}
     tup = make().get_tuple(cfg("zero"))
     assert tup is not None
     assert tup.checkpoint["channel_values"] == {"x": b"tiny"}
+    tup = make().get_tuple(cfg("blob"))
+    assert tup is not None and tup.checkpoint["channel_values"] == {"x": b"tiny"}
 
 
 def test_value_too_large_for_the_index_body_moves_to_a_blob_once(

@@ -179,7 +179,8 @@ class _Reads:
         """GET this read's objects and read its chunk items, in one round trip; then
         verify the chunks (all required)."""
         bodies, frames = yield from together(
-            get_objects(core, self.gets), chunkitems.read(core, [r.key for r in self.items])
+            get_objects(core, self.gets) if self.gets else _none(),
+            chunkitems.read(core, [r.key for r in self.items]),
         )
         self.settle(core, bodies, frames, None)
 
@@ -234,6 +235,12 @@ def _chunk(core: SaverCore, get: S3Get | None, ref: ChunkRef, body: bytes | None
     at = ref.span.offset - (get.start or 0)
     where = f"{get.key}@{ref.span.offset}+{ref.span.length}"
     return _checked(core, ref, body[at : at + ref.span.length], where)
+
+
+def _none() -> Flow[list[bytes | None]]:
+    """No GETs, as a flow that asks nothing."""
+    yield from ()
+    return []
 
 
 def _check_item(core: SaverCore, ref: ChunkRef, frame: bytes | None) -> bytes:
@@ -396,8 +403,9 @@ def read_envelopes(
     wanted = [k for k, body in zip(keys, bodies, strict=True) if body is None]
     reads = _Reads(core, [*extra, *optional], {})
     if wanted or reads.gets or ranges or reads.items:
+        gets: list[str | S3Get] = [*wanted, *reads.gets, *ranges]
         fetched, frames = yield from together(
-            get_objects(core, [*wanted, *reads.gets, *ranges]),
+            get_objects(core, gets) if gets else _none(),
             chunkitems.read(core, [r.key for r in reads.items]),
         )
         got = dict(zip(wanted, fetched[: len(wanted)], strict=True))
