@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_chec
 
 from langgraph_s3.core import SaverCore, schema
 from langgraph_s3.core.commit import put
-from langgraph_s3.core.index import Page, PutNew, Query, Transact, WritesUpdate
+from langgraph_s3.core.index import BatchWrite, Page, PutNew, Query, Transact, WritesUpdate
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.operations import IndexRequest, S3Get, S3Put, WaitUpload
 from tests.core.script import Script
@@ -65,6 +65,8 @@ class Stored:
     config: RunnableConfig | None = None
     #: With encryption=: the data key items the flow created.
     key_items: list[dict[str, Any]] = field(default_factory=list)
+    #: Chunk items (layout 5) the flow wrote, by (pk, sk).
+    chunk_items: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     @property
     def row(self) -> schema.Row:
@@ -88,6 +90,11 @@ def _answer(stored: Stored, op: Any) -> Any:
         return None
     if isinstance(op, WaitUpload):
         return True
+    if isinstance(op, BatchWrite):
+        for request in op.requests:
+            item = request["PutRequest"]["Item"]
+            stored.chunk_items[item[schema.PK]["S"], item[schema.SK]["S"]] = dict(item)
+        return []
     if isinstance(op, Transact):
         for _, part in op.parts:
             if "Put" in part:

@@ -105,7 +105,9 @@ def write_requests(core: SaverCore, frames: Mapping[str, bytes]) -> list[BatchWr
 def finish_writes(core: SaverCore, deferred: Sequence[Mapping[str, Any]]) -> Flow[None]:
     """Write again what the BatchWriteItem requests deferred, with backoff, until
     stored: nothing may name a chunk item before it is."""
-    yield from batch_write(core, deferred)
+    if deferred:
+        yield from perform(Sleep(0.05))  # DynamoDB deferred them: back off first
+        yield from batch_write(core, deferred)
 
 
 def read(core: SaverCore, chunk_keys: Sequence[str]) -> Flow[dict[str, bytes | None]]:

@@ -130,7 +130,8 @@ def _checked(core: SaverCore, ref: ChunkRef, frame: bytes, where: str) -> bytes:
         raise type(exc)(str(exc), key=ref.pack) from exc
     if core.encryption is None and codec.digest(payload) != ref.key.rsplit("/", 1)[1]:
         raise CorruptObjectError(
-            f"blob {where!r} does not match its content address", key=ref.pack or ref.key
+            f"blob {where!r} does not match its content address",
+            key=ref.pack or (where if ref.item else ref.key),
         )
     core.caches.objects.put(ref.key, payload, len(payload))
     core.caches.known_blobs.put(ref.key, ref.known())
