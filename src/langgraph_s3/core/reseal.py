@@ -29,16 +29,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph_s3 import codec
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.datakeys import thread_key
-from langgraph_s3.core.entries import (
-    IN_INDEX,
-    Blobs,
-    Entry,
-    Envelope,
-    InIndex,
-    Inline,
-    Listed,
-    Record,
-)
+from langgraph_s3.core.entries import IN_INDEX, Blobs, Entry, Envelope, Inline, Listed, Record
 from langgraph_s3.core.index import Item
 from langgraph_s3.core.objects import fetch_chunks, read_envelopes, read_lists
 from langgraph_s3.core.paging import put_items
@@ -189,16 +180,17 @@ def _copied_writes(
 
 @dataclass
 class _Renamer:
-    """Names chunks under the target key and collects what to upload (each once)."""
+    """Names chunks under the target key and collects what to upload or write as
+    chunk items (each once)."""
 
     core: SaverCore
     src: str
     dst: str
     #: verified chunk payloads of the current batch, by source chunk key
     payloads: dict[str, bytes] = field(default_factory=dict)
-    #: source name -> target name and where it is stored (a chunk item or a loose
-    #: blob), for every chunk already named (and stored)
-    names: dict[bytes, tuple[bytes, InIndex | None]] = field(default_factory=dict)
+    #: source name -> target name and whether it is a chunk item (else a loose blob),
+    #: for every chunk already named (and stored)
+    names: dict[bytes, tuple[bytes, bool]] = field(default_factory=dict)
     uploads: dict[str, bytes] = field(default_factory=dict)
     #: the chunk items to write, by sort key
     items: dict[str, Item] = field(default_factory=dict)
@@ -221,11 +213,10 @@ class _Renamer:
             if digest not in self.names:
                 payload = self.payloads[ref.key]
                 as_item = ref.item and self.core.chunk_items
-                self.names[digest] = (
-                    (self._item(payload), IN_INDEX) if as_item else (self._upload(payload), None)
-                )
+                stored = self._item(payload) if as_item else self._upload(payload)
+                self.names[digest] = (stored, as_item)
             named.append(self.names[digest])
-        places = tuple(place for _, place in named)
+        places = tuple(IN_INDEX if item else None for _, item in named)
         spans = places if IN_INDEX in places else None
         return replace(blobs, digests=tuple(n for n, _ in named), spans=spans, value=None)
 
