@@ -26,7 +26,7 @@ from langgraph_s3.core import schema
 from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.objects import read_envelopes
 from langgraph_s3.sealing import StaticKeyRing
-from tests.conftest import Backend
+from tests.conftest import Backend, RequestLog
 from tests.layouts.archive import INLINE, SUB, write_thread
 
 ARCHIVE = Path(__file__).parents[1] / "layouts" / "archive_v1.jsonl"
@@ -234,7 +234,7 @@ def drop(backend: Backend, thread: str, keys: Any) -> None:
 
 
 def test_reencryption_reseals_chunk_items_as_chunk_items(
-    inproc_backend: Backend, ring: StaticKeyRing
+    inproc_backend: Backend, ring: StaticKeyRing, request_log: RequestLog
 ) -> None:
     """Each chunk item is stored again as a chunk item named and sealed under the new
     key version (no S3 blob for it), before the items naming it are rewritten; the
@@ -243,13 +243,21 @@ def test_reencryption_reseals_chunk_items_as_chunk_items(
     old = chunk_items(inproc_backend, "t")
     assert old and not blobs(inproc_backend, "t")
     expected = history(inproc_backend.saver(encryption=Encryption(ring)), "t")
+    s3, ddb = request_log.attach(inproc_backend.s3()), request_log.attach(inproc_backend.dynamodb())
 
-    done = inproc_backend.saver(encryption=Encryption(ring)).reencrypt_thread("t")
+    done = inproc_backend.saver(
+        encryption=Encryption(ring), s3_client=s3, dynamodb_client=ddb
+    ).reencrypt_thread("t")
 
     assert not blobs(inproc_backend, "t")
     new = chunk_items(inproc_backend, "t").keys() - old.keys()
     assert len(new) == len(old)
     assert (done.version, done.objects, done.chunk_items) == (2, 0, len(old))
+    calls = request_log.counts()
+    assert not [c for c in calls if c[0] == "s3"]
+    # the chunk items read, then written (one batch of checkpoints); the old key deleted
+    assert calls[("dynamodb", "BatchGetItem")] == 1
+    assert calls[("dynamodb", "BatchWriteItem")] == 2
     drop(inproc_backend, "t", old)
     assert history(inproc_backend.saver(encryption=Encryption(ring)), "t") == expected
 
