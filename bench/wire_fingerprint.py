@@ -199,6 +199,11 @@ async def aprogram(saver: Any) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="also write the JSON here")
+    parser.add_argument(
+        "--no-chunk-items",
+        action="store_true",
+        help="chunk_items=False: the wire of layout 4 (compare with releases before 5)",
+    )
     args = parser.parse_args()
     make_deterministic()
     captured = Captured()
@@ -213,7 +218,13 @@ def main() -> int:
 
     result: dict[str, Any] = {}
     with local_endpoint() as url:
-        common = {"endpoint_url": url, "region_name": "us-east-1", "max_concurrency": 1}
+        common: dict[str, Any] = {
+            "endpoint_url": url,
+            "region_name": "us-east-1",
+            "max_concurrency": 1,
+        }
+        if args.no_chunk_items:
+            common["chunk_items"] = False
         with S3Saver("wire-s3", "wire-s3", clock=clock, **common) as saver:
             saver.setup()
             captured.report()  # setup is not the point

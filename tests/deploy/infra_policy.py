@@ -145,6 +145,16 @@ def iam_requests(
                     )
                 )
             return out
+        if operation == "BatchGetItem":
+            return [
+                IamRequest(
+                    "dynamodb:BatchGetItem",
+                    arns.table(table),
+                    _leading([k[hash_key]["S"] for k in wanted["Keys"]]),
+                    operation,
+                )
+                for table, wanted in params["RequestItems"].items()
+            ]
         if operation == "TransactWriteItems":
             kinds = {
                 "Put": "PutItem",

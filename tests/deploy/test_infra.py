@@ -56,6 +56,7 @@ RUNTIME_ACTIONS = {
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
     "dynamodb:BatchWriteItem",
+    "dynamodb:BatchGetItem",
 }
 # Public S3Saver methods that the IAM check does not exercise, and why.
 NOT_EXERCISED = {
@@ -787,6 +788,10 @@ def exercise_saver(stack: Stack, recorder: Recorder) -> None:
     latest = main.get_tuple(alpha)
     assert latest is not None and latest.parent_config is not None
     main.get_tuple(latest.parent_config)
+    # A write whose value is a small chunk (compressible, over the inline threshold)
+    # is a chunk item; a cold read brings it by BatchGetItem.
+    main.put_writes(latest.config, [("notes", "n" * 40_000)], "task-cold")
+    saver().get_tuple(alpha)
     main.list(alpha)
     main.list(alpha, filter={"source": "loop", "step": 1}, limit=2)
     alpha_root: RunnableConfig = {"configurable": {"thread_id": "alpha", "checkpoint_ns": ""}}
