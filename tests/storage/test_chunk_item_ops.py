@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_s3 import Encryption, S3SaverError, codec
@@ -278,3 +280,23 @@ def test_the_async_saver_reencrypts_chunk_items(
     assert (done.version, done.chunk_items) == (2, len(old))
     drop(server_backend, "t", old)
     assert history(server_backend.saver(encryption=Encryption(ring)), "t") == expected
+
+
+def test_a_warm_writer_names_no_chunk_item_under_the_old_key(
+    inproc_backend: Backend, ring: StaticKeyRing
+) -> None:
+    """A saver that stored the thread's chunk items (and remembers them) before the
+    re-encryption names none of them once it loaded the new key: what it puts then
+    reads back after the old key is shredded."""
+    warm = small(inproc_backend, encryption=Encryption(ring, key_ttl=0.2))
+    write_thread(warm, "t")
+    latest = warm.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+    inproc_backend.saver(encryption=Encryption(ring)).reencrypt_thread("t")
+    time.sleep(0.25)  # its key_ttl passes: its next call loads the keys again
+    cp = {**latest.checkpoint, "id": str(uuid6())}
+    version = warm.get_next_version(None, None)
+    cp["channel_values"] = {**cp["channel_values"], "w": os.urandom(1_500)}
+    cp["channel_versions"] = {**cp["channel_versions"], "w": version}
+    config = warm.put(latest.config, cp, {"step": 99}, {"w": version})
+    got = inproc_backend.saver(encryption=Encryption(ring)).get_tuple(config)
+    assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
