@@ -93,19 +93,27 @@ def with_large_value(saver: Any, thread: str) -> None:
 
 
 # --------------------------------------------------------------------- copy_thread
-def test_copy_thread_copies_chunk_items_as_they_are(backend: Backend) -> None:
+def test_copy_thread_copies_chunk_items_as_they_are(
+    backend: Backend, request_log: RequestLog
+) -> None:
     """The copy's partition holds the source's chunk items, byte for byte (names are
-    the chunks' SHA-256, the same in every thread) and nothing else; the copy reads
-    like the source, also once the source is deleted."""
+    the chunks' SHA-256, the same in every thread) and nothing else, written with its
+    writes items (no request more); the copy reads like the source, also once the
+    source is deleted."""
     write_thread(small(backend), "src")
     with_large_value(small(backend), "src")
     source = chunk_items(backend, "src")
     assert source and blobs(backend, "src")  # chunk items, and a pack in S3
     expected = history(backend.saver(), "src")
+    s3, ddb = request_log.attach(backend.s3()), request_log.attach(backend.dynamodb())
 
-    small(backend).copy_thread("src", "dst")
+    small(backend, s3_client=s3, dynamodb_client=ddb).copy_thread("src", "dst")
 
     assert chunk_items(backend, "dst") == source
+    calls = request_log.counts()
+    assert calls[("s3", "CopyObject")] == len(blobs(backend, "src"))  # the pack
+    # chunk items and writes items, checkpoint items, heads
+    assert calls[("dynamodb", "BatchWriteItem")] == 3
     assert history(backend.saver(), "dst") == expected
     backend.saver().delete_thread("src")
     assert history(backend.saver(), "dst") == expected
