@@ -272,3 +272,20 @@ def test_a_replica_waits_for_a_chunk_item_to_replicate() -> None:
     failing.expect([BatchGet], [Got([], [])])
     err = failing.raises(NotYetReplicatedError)
     assert err.keys == [key] and err.waited == pytest.approx(0.1)
+
+
+def test_the_chunk_items_of_a_body_in_s3_come_with_the_object() -> None:
+    """``pi`` names them, so a cold read stays at two round trips: Query, then the
+    object's GET and one BatchGetItem."""
+    writer = make_core(inline_threshold=0, index_inline_limit=0)
+    stored = store(config(), checkpoint("c01", {"m": "hello"}), core=writer)
+    [(_, sk)] = stored.chunk_items
+    assert stored.row.body is None and stored.row.item_prefetch == (bytes.fromhex(sk[2:]),)
+    assert stored.row.prefetch == ()  # pf names loose blobs only
+    script = Script(read.get_tuple(make_core(), config()))
+    script.expect(is_query, page([stored.item]))
+    ops = script.pending
+    assert [type(op) for op in ops] == [S3Get, BatchGet]
+    script.step([from_bucket(stored.objects)(ops[0]), got(stored, ops[1])])
+    tup = script.returns()
+    assert tup is not None and tup.checkpoint["channel_values"] == {"m": "hello"}

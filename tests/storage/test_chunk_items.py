@@ -106,6 +106,27 @@ def test_a_growing_chat_stores_its_new_pieces_as_chunk_items(
     assert tup.checkpoint["channel_values"]["messages"] == expected["messages"]
 
 
+def test_each_turn_sends_a_batch_write_where_it_sent_puts_and_nothing_else_changes(
+    inproc_backend: Backend, request_log: RequestLog
+) -> None:
+    """Turns 21-30 of a chat: the S3 PUTs of its new pieces become BatchWriteItems
+    (one per call, the task's write and the checkpoint), every other request stays."""
+    counts = {}
+    for items in (False, True):
+        per_turn = chat(
+            counted(inproc_backend, request_log, chunk_items=items), f"c{items}", 30, request_log
+        )
+        counts[items] = sum(per_turn[20:], Counter())
+    before, after = counts[False], counts[True]
+    assert before[("s3", "PutObject")] >= 20 and ("dynamodb", "BatchWriteItem") not in before
+    assert ("s3", "PutObject") not in after
+    assert after[("dynamodb", "BatchWriteItem")] <= before[("s3", "PutObject")]
+    rest = {("s3", "PutObject"), ("dynamodb", "BatchWriteItem")}
+    assert {k: v for k, v in before.items() if k not in rest} == {
+        k: v for k, v in after.items() if k not in rest
+    }
+
+
 def test_with_chunk_items_off_the_chat_uses_loose_blobs_and_reads_either(
     backend: Backend,
 ) -> None:

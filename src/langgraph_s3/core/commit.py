@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -28,7 +28,7 @@ from langgraph_s3 import codec, guard
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.config import checkpoint_id_of, thread_ns, thread_value
 from langgraph_s3.core.datakeys import thread_key
-from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed, Span
+from langgraph_s3.core.entries import IN_INDEX, Blobs, Entry, Envelope, Listed, Location, Span
 from langgraph_s3.core.incarnations import incarnation_of_put, restarted
 from langgraph_s3.core.index import (
     IDEMPOTENT_MISMATCH,
@@ -224,24 +224,7 @@ def _checkpoint_item(
     if values.in_index(core, body):
         item[schema.BODY] = b(body)
     else:
-        # Loose blobs only: a packed chunk is read by a range of its pack, which the
-        # reader learns from the object.
-        refs = list(
-            dict.fromkeys(
-                d
-                for e in entries.values()
-                if isinstance(e, Blobs)
-                for i, d in enumerate(e.digests)
-                if e.location(i) is None
-            )
-        )
-        # A value stored through a chunk list: the list comes with the object.
-        refs += [e.digest for e in entries.values() if isinstance(e, Listed) and e.span is None]
-        if refs and len(refs) <= PREFETCH_MAX:
-            item[schema.PREFETCH] = b(b"".join(refs))
-        ranges = _pack_ranges(entries)
-        if ranges and len(ranges) <= PREFETCH_MAX // 4:
-            item[schema.PACK_PREFETCH] = b(schema.pack_ranges_attr(ranges))
+        item.update(_prefetch(entries))
     if parent_id is not None:
         item[schema.PARENT] = s(parent_id)
     if isinstance(md.get("run_id"), str) and md["run_id"]:
@@ -252,6 +235,38 @@ def _checkpoint_item(
     if indexed and core.encryption is None:  # with it, metadata stays sealed in the body
         item[schema.METADATA] = {"M": {k: s(v) for k, v in indexed.items() if k}}
     return item
+
+
+def _prefetch(entries: Mapping[str, Entry]) -> dict[str, Any]:
+    """What a checkpoint item whose body is in S3 names for a reader to fetch beside
+    the object: loose blobs and chunk lists (``pf``), pack ranges (``pp``) and chunk
+    items (``pi``)."""
+    out: dict[str, Any] = {}
+
+    def chunks(where: Callable[[Location], bool]) -> list[bytes]:
+        return list(
+            dict.fromkeys(
+                d
+                for e in entries.values()
+                if isinstance(e, Blobs)
+                for i, d in enumerate(e.digests)
+                if where(e.location(i))
+            )
+        )
+
+    # Loose blobs: a packed chunk is read by a range of its pack (``pp``).
+    refs = chunks(lambda at: at is None)
+    # A value stored through a chunk list: the list comes with the object.
+    refs += [e.digest for e in entries.values() if isinstance(e, Listed) and e.span is None]
+    if refs and len(refs) <= PREFETCH_MAX:
+        out[schema.PREFETCH] = b(b"".join(refs))
+    ranges = _pack_ranges(entries)
+    if ranges and len(ranges) <= PREFETCH_MAX // 4:
+        out[schema.PACK_PREFETCH] = b(schema.pack_ranges_attr(ranges))
+    items = chunks(lambda at: at is IN_INDEX)
+    if items and len(items) <= PREFETCH_MAX:
+        out[schema.ITEM_PREFETCH] = b(b"".join(items))
+    return out
 
 
 def _pack_ranges(entries: Mapping[str, Entry]) -> list[tuple[bytes, int, int]]:

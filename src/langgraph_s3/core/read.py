@@ -186,9 +186,10 @@ def _load(
     # Checkpoint objects, pending-write chunks and the value blobs the index names
     # go out in the same round trip.
     prefetch = [
-        ChunkRef(core.layout.blob_key(row.thread_id, d.hex()))
+        ChunkRef(core.layout.blob_key(row.thread_id, d.hex()), item=item)
         for row, _ in found
-        for d in row.prefetch
+        for digests, item in ((row.prefetch, False), (row.item_prefetch, True))
+        for d in digests
     ]
     # Only beside an object still to be read: a cached one's chunks are cached too.
     ranges = [

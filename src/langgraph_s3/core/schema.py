@@ -27,6 +27,7 @@ SIZE = "sz"  #: size of the checkpoint object
 BODY = "b"  #: the checkpoint object itself, when small
 PREFETCH = "pf"  #: digests of the value blobs a reader GETs beside the object
 PACK_PREFETCH = "pp"  #: pack ranges (digest, start, end) a reader GETs beside the object
+ITEM_PREFETCH = "pi"  #: digests of the chunk items a reader gets beside the object
 AT = "at"  #: commit / last write time, ms
 RUN = "run"  #: run id (key of the by_run index)
 METADATA = "md"  #: metadata index: key -> metadata_index_value
@@ -157,6 +158,8 @@ class Row:
     # The same for chunks in packs: (pack digest, start, end) of the byte range
     # holding the value chunks each pack has for this checkpoint.
     pack_ranges: tuple[tuple[bytes, int, int], ...] = ()
+    # The same for chunk items (layout 5): read by BatchGetItem beside the object.
+    item_prefetch: tuple[bytes, ...] = ()
     #: The thread's incarnation (``INCARNATION``); None in items before 0.4.1.
     incarnation: bytes | None = None
 
@@ -208,6 +211,7 @@ def parse_row(item: dict[str, Any]) -> Row:
         body=item[BODY]["B"] if BODY in item else None,
         prefetch=_split_digests(item.get(PREFETCH, {}).get("B")),
         pack_ranges=_split_ranges(item.get(PACK_PREFETCH, {}).get("B")),
+        item_prefetch=_split_digests(item.get(ITEM_PREFETCH, {}).get("B")),
         incarnation=item.get(INCARNATION, {}).get("B"),
     )
 
