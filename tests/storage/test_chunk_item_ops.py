@@ -272,6 +272,37 @@ def test_reencryption_reseals_chunk_items_as_chunk_items(
     assert history(inproc_backend.saver(encryption=Encryption(ring)), "t") == expected
 
 
+@pytest.mark.parametrize("operation", ["copy", "reencrypt"])
+def test_read_hints_name_the_resealed_chunk_items(
+    inproc_backend: Backend, ring: StaticKeyRing, operation: str
+) -> None:
+    """Bodies in S3 name the chunk items a reader gets beside them (``pi``); a sealed
+    copy or a re-encryption leaves no hint naming a chunk item under the old key (it
+    drops them, as ``pf`` and ``pp``), and a cold read, the old key shredded, reads
+    the same."""
+    writer = small(inproc_backend, encryption=Encryption(ring), index_inline_limit=0)
+    write_thread(writer, "t")
+    assert any("pi" in i for i in inproc_backend.items() if i["sk"]["S"].startswith("c#"))
+    expected = history(inproc_backend.saver(encryption=Encryption(ring)), "t")
+    old = chunk_items(inproc_backend, "t")
+    saver = inproc_backend.saver(encryption=Encryption(ring))
+    if operation == "copy":
+        saver.copy_thread("t", "dst")
+        saver.delete_thread("t")
+        thread = "dst"
+    else:
+        saver.reencrypt_thread("t")
+        thread = "t"
+    named = {
+        i["pi"]["B"][at : at + 32].hex()
+        for i in inproc_backend.items()
+        if i["pk"]["S"] == thread and "pi" in i
+        for at in range(0, len(i["pi"]["B"]), 32)
+    }
+    assert {f"b#{n}" for n in named} <= chunk_items(inproc_backend, thread).keys() - old.keys()
+    assert history(inproc_backend.saver(encryption=Encryption(ring)), thread) == expected
+
+
 def test_the_async_saver_reencrypts_chunk_items(
     server_backend: Backend, ring: StaticKeyRing
 ) -> None:

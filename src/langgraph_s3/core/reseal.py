@@ -131,9 +131,10 @@ def _copy_batch(
     out, puts = [], []
     for row, env, its, ws in zip(rows, envs, items, parsed, strict=True):
         item, put = copied_item(core, row, values.frame_body(core, _renamed(renamer, env)), dst)
-        # The read hints name the source's blobs and packs (their names under its key).
-        item.pop(schema.PREFETCH, None)
-        item.pop(schema.PACK_PREFETCH, None)
+        # The read hints name the source's blobs, packs and chunk items (their names
+        # under its key).
+        for hint in (schema.PREFETCH, schema.PACK_PREFETCH, schema.ITEM_PREFETCH):
+            item.pop(hint, None)
         out.append(item)
         puts += [] if put is None else [put]
         out += [_copied_writes(core, renamer, row, i, w) for i, w in zip(its, ws, strict=True)]
