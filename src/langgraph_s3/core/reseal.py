@@ -74,14 +74,13 @@ def copy_sealed(
     items: Sequence[dict[str, Any]],
     each: Callable[[list[dict[str, Any]], int, int], Flow[None]] | None = None,
 ) -> Flow[list[dict[str, Any]]]:
-    """Re-seal thread ``src``'s data for ``dst`` (under ``dst``'s newest key): upload
-    its chunks and large bodies, and return the index items to write (checkpoints and
-    their writes).
+    """Re-seal thread ``src``'s data for ``dst`` (under ``dst``'s newest key): store
+    its chunks (uploaded, or written as chunk items) and large bodies, and return the
+    index items to write (checkpoints and their writes).
 
     ``each``: a flow handed each batch's items and how many objects it uploaded and
     chunk items it wrote, once they are stored (the items are then not returned);
-    re-encryption
-    (``src == dst``) writes them in place.
+    re-encryption (``src == dst``) writes them in place.
     """
     yield from thread_key(core, src)
     yield from thread_key(core, dst, create=True)
