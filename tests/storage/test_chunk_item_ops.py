@@ -24,12 +24,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_s3 import Encryption, S3SaverError, codec
 from langgraph_s3.archive import export_thread, import_thread
-from langgraph_s3.core import schema
+from langgraph_s3.core import reseal, schema
 from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.objects import read_envelopes
 from langgraph_s3.sealing import StaticKeyRing
 from tests.conftest import Backend, RequestLog
 from tests.layouts.archive import INLINE, SUB, write_thread
+from tests.storage.test_reencrypt import Stop, fail_puts
 
 ARCHIVE = Path(__file__).parents[1] / "layouts" / "archive_v1.jsonl"
 
@@ -301,6 +302,29 @@ def test_read_hints_name_the_resealed_chunk_items(
     }
     assert {f"b#{n}" for n in named} <= chunk_items(inproc_backend, thread).keys() - old.keys()
     assert history(inproc_backend.saver(encryption=Encryption(ring)), thread) == expected
+
+
+def test_a_reencryption_that_stopped_midway_is_finished_by_the_next(
+    inproc_backend: Backend, ring: StaticKeyRing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped after its first batches (new chunk items written, some items not
+    rewritten), the thread reads the same; the next run finishes it."""
+    monkeypatch.setattr(reseal, "_BATCH", 2)  # several batches of checkpoints
+    write_thread(small(inproc_backend, encryption=Encryption(ring)), "t")
+    old = chunk_items(inproc_backend, "t")
+    expected = history(inproc_backend.saver(encryption=Encryption(ring)), "t")
+    dying = inproc_backend.saver(encryption=Encryption(ring))
+    fail_puts(dying, after=5)  # the new key, then the first batches' items
+    with pytest.raises(Stop):
+        dying.reencrypt_thread("t")
+    assert len(chunk_items(inproc_backend, "t")) > len(old)  # some written already
+    assert history(inproc_backend.saver(encryption=Encryption(ring)), "t") == expected
+
+    done = inproc_backend.saver(encryption=Encryption(ring)).reencrypt_thread("t")
+
+    assert done.shredded == (1,)
+    drop(inproc_backend, "t", old)
+    assert history(inproc_backend.saver(encryption=Encryption(ring)), "t") == expected
 
 
 def test_the_async_saver_reencrypts_chunk_items(
