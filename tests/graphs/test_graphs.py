@@ -10,6 +10,7 @@ parts that are random by design (checkpoint ids, task ids, timestamps) and compa
 from __future__ import annotations
 
 import operator
+import random
 import threading
 import time
 import uuid
@@ -668,7 +669,8 @@ def test_delete_thread_removes_everything_of_that_thread_only(backend: Backend) 
     and another thread is untouched and can still be resumed."""
     calls = Calls()
     graph = build_approval(backend.saver(), calls)
-    big_request = "#1 " + "".join(f"{i:06d}" for i in range(5_000))  # 30 KB: blobs too
+    # 30 KB, incompressible: an S3 blob too (small pieces may be chunk items)
+    big_request = "#1 " + random.Random(1).randbytes(15_000).hex()
     graph.invoke({"request": big_request}, cfg("doomed"))
     graph.invoke({"request": "#2"}, cfg("kept"))
     kept_before = snapshot_summary(build_approval(backend.saver(), calls).get_state(cfg("kept")))

@@ -6,6 +6,7 @@ are compared with the same scenario run synchronously on InMemorySaver.
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -327,7 +328,8 @@ async def test_async_delete_thread(make: Make, server_backend: Backend) -> None:
     """adelete_thread removes one thread's items and objects and leaves the other intact."""
     calls = Calls()
     graph = build_approval(make(), calls)
-    big_request = "#1 " + "".join(f"{i:06d}" for i in range(5_000))  # 30 KB: blobs too
+    # 30 KB, incompressible: an S3 blob too (small pieces may be chunk items)
+    big_request = "#1 " + random.Random(1).randbytes(15_000).hex()
     await graph.ainvoke({"request": big_request}, cfg("doomed"))
     await graph.ainvoke({"request": "#2"}, cfg("kept"))
     kept_before = snapshot_summary(await build_approval(make(), calls).aget_state(cfg("kept")))

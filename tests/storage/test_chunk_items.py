@@ -236,3 +236,14 @@ def test_a_damaged_or_deleted_chunk_item_is_reported(inproc_backend: Backend) ->
     ddb.delete_item(TableName=inproc_backend.table, Key={"pk": victim["pk"], "sk": victim["sk"]})
     with pytest.raises(MissingObjectError):
         list(build_chat(inproc_backend.saver()).get_state_history(cfg("dmg")))
+
+
+def test_delete_thread_deletes_its_chunk_items_only(inproc_backend: Backend) -> None:
+    saver = inproc_backend.saver()
+    chat(saver, "gone", 20)
+    chat(saver, "kept", 20)
+    kept = inproc_backend.chunk_items(encode_segment("kept"))
+    assert inproc_backend.chunk_items(encode_segment("gone")) and kept
+    saver.delete_thread("gone")
+    assert inproc_backend.chunk_items(encode_segment("gone")) == {}
+    assert inproc_backend.chunk_items(encode_segment("kept")) == kept

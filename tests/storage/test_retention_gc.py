@@ -73,7 +73,9 @@ def thread_objects(backend: Backend, saver: S3Saver, thread_id: str) -> set[str]
 def test_week_long_pause_survives_then_idle_thread_is_collected(backend: Backend) -> None:
     clock = Clock()
     cfg = {"configurable": {"thread_id": "refund-7"}}
-    approval_graph(backend.saver(clock=clock)).invoke({"request": "refund order 7 "}, cfg)
+    # S3 blobs: what this test collects (chunk items are not S3 objects)
+    writer = backend.saver(clock=clock, chunk_items=False)
+    approval_graph(writer).invoke({"request": "refund order 7 "}, cfg)
     needed = thread_objects(backend, backend.saver(), "refund-7")
     assert any("/b/" in k for k in needed), "the document should be a blob"
 
@@ -137,7 +139,7 @@ def test_orphans_of_a_failed_write_are_collected_after_grace_not_before(
     inproc_backend: Backend,
 ) -> None:
     clock = Clock()
-    saver = inproc_backend.saver(clock=clock)
+    saver = inproc_backend.saver(clock=clock, chunk_items=False)  # S3 blobs
     cfg = {"configurable": {"thread_id": "half"}}
     graph = approval_graph(saver)
     graph.invoke({"request": "committed "}, cfg)
@@ -146,7 +148,7 @@ def test_orphans_of_a_failed_write_are_collected_after_grace_not_before(
     assert head is not None
 
     # A put uploads a new large value, then its commit fails (a crashed Lambda) ...
-    failing = inproc_backend.saver(clock=clock)
+    failing = inproc_backend.saver(clock=clock, chunk_items=False)
 
     def refuse(**_: Any) -> None:
         raise ClientError({"Error": {"Code": "InternalServerError"}}, "TransactWriteItems")
@@ -196,7 +198,7 @@ def test_collector_never_removes_what_a_committed_checkpoint_needs(
     threads = [f"w{i}" for i in range(3)]
 
     def writer(thread_id: str) -> None:
-        saver = server_backend.saver(cache_ttl=ttl)
+        saver = server_backend.saver(cache_ttl=ttl, chunk_items=False)  # S3 blobs
         graph = approval_graph(saver)
         cfg = {"configurable": {"thread_id": thread_id}}
         n = 0
