@@ -133,6 +133,27 @@ def test_export_import_round_trips_a_thread(
     assert bad.returncode == 2 and "not a langgraph-s3-archive" in bad.stderr
 
 
+def test_export_import_round_trips_chunk_items(server_backend: Backend, tmp_path: Path) -> None:
+    """A thread whose values are chunk items (a 30 KB request compresses to a small
+    chunk) exports and imports into a thread that reads the same, its chunks items
+    again."""
+    request = "#1 " + "".join(f"{i:06d}" for i in range(5_000))
+    build_approval(server_backend.saver(), Calls()).invoke({"request": request}, cfg("big"))
+    assert server_backend.chunk_items("big")
+    archive = tmp_path / "big.jsonl"
+    assert run("--url", url(server_backend), "export", "big", "-o", str(archive)).returncode == 0
+    imported = run("--url", url(server_backend, "restored/"), "import", str(archive))
+    assert imported.returncode == 0, imported.stderr
+    assert server_backend.chunk_items("restored/big")
+
+    def history(prefix: str) -> list[Any]:
+        saver = server_backend.saver(prefix=prefix)
+        snaps = list(build_approval(saver, Calls()).get_state_history(cfg("big")))
+        return [(s.config, s.parent_config, s.values, s.metadata, s.next, s.tasks) for s in snaps]
+
+    assert history("restored/") == history("")
+
+
 def test_changing_commands_ask_first_and_verify_finds_damage(
     thread: tuple[Backend, list[str]],
 ) -> None:

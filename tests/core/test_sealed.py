@@ -13,7 +13,7 @@ import pytest
 from langgraph_s3 import codec
 from langgraph_s3.core import read, schema, sealed, threads
 from langgraph_s3.core.datakeys import thread_key
-from langgraph_s3.core.index import PutNew, Query
+from langgraph_s3.core.index import BatchGet, Got, PutNew, Query
 from langgraph_s3.core.sealed import Encryption, as_encryption, key_of
 from langgraph_s3.errors import (
     DataKeyError,
@@ -124,6 +124,9 @@ def world(objects: dict[str, bytes], items: list[dict[str, Any]]) -> Any:
         if starts_key(op):
             items.append(started(op))
             return None
+        if isinstance(op, BatchGet):
+            wanted = [(k[schema.PK]["S"], k[schema.SK]["S"]) for k in op.keys]
+            return Got([i for i in items if (i[schema.PK]["S"], _sk(i)) in wanted], [])
         if isinstance(op, Query):
             pk = op.pk
             found = sorted((i for i in items if i[schema.PK]["S"] == pk), key=_sk)
@@ -175,6 +178,32 @@ def test_copy_reseals_everything_for_the_target_thread() -> None:
     got = Script(read.get_tuple(core, config("t2", "c1"))).drain(world(objects, target))
     assert got is not None and got.checkpoint["channel_values"] == {"big": big}
     assert [len(v) for _, _, v in got.pending_writes] == [40_000]
+
+
+@pytest.mark.parametrize("chunk_items", [True, False])
+def test_copy_reseals_a_chunk_item_as_a_chunk_item_of_the_target(chunk_items: bool) -> None:
+    """A chunk item is read (BatchGetItem), named and sealed under the target's key and
+    written as the target's chunk item, not uploaded (with ``chunk_items=False``: as
+    a loose blob); nothing of the source is copied as it is. The copy reads without
+    the source's items."""
+    core = sealed_core(inline_threshold=512)
+    value = os.urandom(3_000)
+    c1 = store(config(), checkpoint("c1", {"v": value}), core=core)
+    (source,) = c1.chunk_items.values()
+    items = [c1.item, c1.head, source]
+    objects = dict(c1.objects)
+    assert not [k for k in objects if "/b/" in k]
+    core.chunk_items = chunk_items
+    Script(threads.copy_thread(core, "t1", "t2")).drain(world(objects, items))
+    copied = [i for i in items if i[schema.PK]["S"] == "t2" and schema.is_chunk_item(i)]
+    blobs = [k for k in objects if k.startswith("t2/")]
+    assert (len(copied), len(blobs)) == ((1, 0) if chunk_items else (0, 1))
+    for item in copied:
+        assert set(item) == {schema.PK, schema.SK, schema.VALUE, schema.AT}
+        assert item[schema.SK] != source[schema.SK] and codec.is_sealed(item["v"]["B"])
+    target = [i for i in items if i[schema.PK]["S"] == "t2"]
+    got = Script(read.get_tuple(core, config("t2", "c1"))).drain(world(objects, target))
+    assert got is not None and got.checkpoint["channel_values"] == {"v": value}
 
 
 def test_plaintext_is_refused_and_a_plain_core_cannot_read_sealed_data() -> None:

@@ -21,6 +21,7 @@ from langgraph_s3.operations import (
     S3Put,
 )
 from tests.core.canned import (
+    T0,
     Stored,
     checkpoint,
     config,
@@ -190,6 +191,31 @@ def test_copy_thread_copies_blobs_rewrites_bodies_then_writes_items_and_heads() 
     assert schema.BODY in new2 and new2[schema.DIGEST]["S"] == codec.digest(new2[schema.BODY]["B"])
     [head] = requests(heads_batch, "PutRequest")
     assert head == {**c2.head, schema.PK: schema.s("t2"), schema.THREAD: schema.s("t2")}
+
+
+def test_copy_thread_writes_chunk_items_with_the_writes_items_before_the_checkpoints() -> None:
+    """A chunk item is copied as it is (its name is its SHA-256, the same in every
+    thread), written now, before the checkpoint items naming it; not as a head."""
+    payload = os.urandom(600)
+    frame = codec.frame(codec.KIND_BLOB, payload, 3)
+    name = codec.digest_bytes(payload)
+    chunk = schema.chunk_item("t1", name, frame, 5)
+    c1 = store(config(), checkpoint("c1", {"x": 1}))
+    w1 = store_writes(config(cid="c1"), [("x", 2)], "task")
+    script = Script(threads.copy_thread(make_core(), "t1", "t2"))
+    script.expect(ddb("query"), page([]))
+    script.expect(ddb("query"), page([chunk, c1.item, w1.item, c1.head]))
+    script.expect(S3List("t1/b/"), ListPage([], None))
+    first = script.expect(batch_writes(1), [[]])
+    checkpoints_batch = script.expect(batch_writes(1), [[]])
+    heads_batch = script.expect(batch_writes(1), [[]])
+    script.returns()
+
+    copied, w = requests(first, "PutRequest")
+    assert copied == schema.chunk_item("t2", name, frame, int(T0 * 1000))
+    assert (w[schema.PK], w[schema.SK]) == (schema.s("t2"), w1.item[schema.SK])
+    assert [i[schema.SK] for i in requests(checkpoints_batch, "PutRequest")] == [c1.item[schema.SK]]
+    assert [i[schema.SK] for i in requests(heads_batch, "PutRequest")] == [c1.head[schema.SK]]
 
 
 # --------------------------------------------------------------------------- prune

@@ -93,7 +93,8 @@ def _reencrypt(ctx: typer.Context, ring: Any, threads: list[str], dry_run: bool)
                 continue
             print(
                 f"re-encrypted thread {thread!r}: {done.checkpoints} checkpoint(s), "
-                f"{done.objects} object(s) uploaded, data key version {done.version}; "
+                f"{done.objects} object(s) uploaded, {done.chunk_items} chunk item(s) "
+                f"written, data key version {done.version}; "
                 f"shredded version(s) {', '.join(map(str, done.shredded)) or 'none'}"
             )
     raise typer.Exit(NOT_OK if failed else OK)

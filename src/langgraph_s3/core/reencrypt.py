@@ -12,18 +12,19 @@ Theory of operation (:func:`reencrypt_thread`):
    the version that sealed it, so each opens with its own.
 2. **Re-sealing, a batch of checkpoints at a time**, with the code that copies a
    thread under encryption (``reseal.copy_sealed``, source and target the same
-   thread): chunks are read, named under the new key and uploaded as loose blobs,
-   chunk lists and large bodies too; only then are the batch's index items
-   rewritten in place (same keys). A reader sees the old item (its objects, sealed
-   under ``n``, still exist) or the new one (its objects exist already). Each item
-   is put only if it was not updated since it was read (``index.Replace``).
+   thread): chunks are read, named under the new key and stored again, chunk items
+   as chunk items and the others as loose blobs, chunk lists and large bodies too
+   (uploaded); only then are the batch's index items rewritten in place (same
+   keys). A reader sees the old item (its objects, sealed under ``n``, still exist)
+   or the new one (its objects exist already). Each item is put only if it was not
+   updated since it was read (``index.Replace``).
 3. **Checking.** The thread's items are read again; any checkpoint or pending write
    not sealed under ``n + 1`` (written meanwhile by a run that still had ``n``)
    is re-sealed again, up to :data:`ROUNDS` times, else
    :class:`~langgraph_s3.errors.ReencryptionError` and nothing is shredded.
 4. **Shredding.** The key items of the older versions are deleted. What is still
-   sealed under them (the old bodies, blobs and chunk lists, now unreferenced) no
-   longer opens, and ``gc`` removes it.
+   sealed under them (the old bodies, blobs, chunk items and chunk lists, now
+   unreferenced) no longer opens, and ``gc`` removes it.
 
 It is idempotent: a run that stopped midway is finished by the next one (a thread
 with two versions resumes at step 2 with the newest). Its rule is the one of
@@ -73,6 +74,7 @@ class Reencrypted:
         checkpoints: Checkpoints re-sealed (bodies and their pending writes).
         objects: Objects uploaded: blobs, chunk lists and bodies too large for the
             index.
+        chunk_items: Chunk items written (chunks stored in the index).
         shredded: The versions of its data key deleted.
     """
 
@@ -80,6 +82,7 @@ class Reencrypted:
     version: int | None = None
     checkpoints: int = 0
     objects: int = 0
+    chunk_items: int = 0
     shredded: tuple[int, ...] = ()
 
 
@@ -162,7 +165,7 @@ def _reseal(core: SaverCore, done: Reencrypted, target: str) -> Flow[None]:
     # Digests of the bodies this run stored in S3: their key id is not in the item.
     written: set[str] = set()
 
-    def write(batch: list[Item], uploaded: int) -> Flow[None]:
+    def write(batch: list[Item], uploaded: int, chunks: int) -> Flow[None]:
         # Each item only if unchanged since it was read: one a run updated meanwhile
         # keeps its new records, and the next pass re-seals it.
         put = yield from perform_all([Replace(core.table, i) for i in batch])
@@ -173,6 +176,7 @@ def _reseal(core: SaverCore, done: Reencrypted, target: str) -> Flow[None]:
         ]
         done.checkpoints += len(rows)
         done.objects += uploaded
+        done.chunk_items += chunks
         written.update(r.digest for r in rows if r.body is None)
 
     for round_ in range(ROUNDS + 1):

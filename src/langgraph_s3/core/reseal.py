@@ -7,8 +7,10 @@ thread (``BlobPlace``), and so do the seals of bodies and records. So each is op
 with the source thread's key and sealed again with the target's:
 
 * every chunk the source's values use is read (verified), named under the target
-  key and uploaded once, as a loose blob (the source's packs are not rebuilt);
-  chunk lists are stored again, loose, listing the new names;
+  key and stored once: a chunk item as a chunk item (in the target's partition),
+  any other as a loose blob (the source's packs are not rebuilt); chunk lists are
+  stored again, loose, listing the new names. So a body keeps its layout: one
+  that older releases read (no chunk item) stays so;
 * bodies get the renamed entries and are sealed to the target's places, then go
   into their index items (or S3) as a put would store them;
 * pending-write records are re-sealed to the target's write slots; writes items of
@@ -27,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 from langgraph_s3 import codec
 from langgraph_s3.core import lists, packs, schema, values
 from langgraph_s3.core.datakeys import thread_key
-from langgraph_s3.core.entries import Blobs, Entry, Envelope, Inline, Listed, Record
+from langgraph_s3.core.entries import IN_INDEX, Blobs, Entry, Envelope, Inline, Listed, Record
+from langgraph_s3.core.index import Item
 from langgraph_s3.core.objects import fetch_chunks, read_envelopes, read_lists
+from langgraph_s3.core.paging import put_items
 from langgraph_s3.core.schema import PK, Row, WritesRow, b, n, s
 from langgraph_s3.core.sealed import (
     blob_frame,
@@ -36,7 +40,7 @@ from langgraph_s3.core.sealed import (
     open_writes,
     seal_record,
 )
-from langgraph_s3.operations import Flow, S3Put
+from langgraph_s3.operations import Flow, S3Put, together
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -68,15 +72,15 @@ def copy_sealed(
     src: str,
     dst: str,
     items: Sequence[dict[str, Any]],
-    each: Callable[[list[dict[str, Any]], int], Flow[None]] | None = None,
+    each: Callable[[list[dict[str, Any]], int, int], Flow[None]] | None = None,
 ) -> Flow[list[dict[str, Any]]]:
-    """Re-seal thread ``src``'s data for ``dst`` (under ``dst``'s newest key): upload
-    its chunks and large bodies, and return the index items to write (checkpoints and
-    their writes).
+    """Re-seal thread ``src``'s data for ``dst`` (under ``dst``'s newest key): store
+    its chunks (uploaded, or written as chunk items) and large bodies, and return the
+    index items to write (checkpoints and their writes).
 
-    ``each``: a flow handed each batch's items and how many objects it uploaded,
-    once they are uploaded (the items are then not returned); re-encryption
-    (``src == dst``) writes them in place.
+    ``each``: a flow handed each batch's items and how many objects it uploaded and
+    chunk items it wrote, once they are stored (the items are then not returned);
+    re-encryption (``src == dst``) writes them in place.
     """
     yield from thread_key(core, src)
     yield from thread_key(core, dst, create=True)
@@ -91,11 +95,11 @@ def copy_sealed(
     for start in range(0, len(rows), _BATCH):
         batch = rows[start : start + _BATCH]
         mine = [writes.get(schema.checkpoint_ref(r.item), []) for r in batch]
-        done, uploaded = yield from _copy_batch(core, renamer, batch, mine)
+        done, uploaded, chunks = yield from _copy_batch(core, renamer, batch, mine)
         if each is None:
             out += done
         else:
-            yield from each(done, uploaded)
+            yield from each(done, uploaded, chunks)
     return out
 
 
@@ -104,9 +108,9 @@ def _copy_batch(
     renamer: _Renamer,
     rows: Sequence[Row],
     items: Sequence[Sequence[dict[str, Any]]],
-) -> Flow[tuple[list[dict[str, Any]], int]]:
+) -> Flow[tuple[list[dict[str, Any]], int, int]]:
     """One batch of checkpoints and their writes items, re-sealed (see the module),
-    and how many objects were uploaded for it."""
+    and how many objects were uploaded and chunk items written for it."""
     src, dst = renamer.src, renamer.dst
     parsed = [[schema.parse_writes(i, encrypted=True) for i in its] for its in items]
     for row, ws in zip(rows, parsed, strict=True):
@@ -126,16 +130,24 @@ def _copy_batch(
     out, puts = [], []
     for row, env, its, ws in zip(rows, envs, items, parsed, strict=True):
         item, put = copied_item(core, row, values.frame_body(core, _renamed(renamer, env)), dst)
-        # The read hints name the source's blobs and packs (their names under its key).
-        item.pop(schema.PREFETCH, None)
-        item.pop(schema.PACK_PREFETCH, None)
+        # The read hints name the source's blobs, packs and chunk items (their names
+        # under its key).
+        for hint in (schema.PREFETCH, schema.PACK_PREFETCH, schema.ITEM_PREFETCH):
+            item.pop(hint, None)
         out.append(item)
         puts += [] if put is None else [put]
         out += [_copied_writes(core, renamer, row, i, w) for i, w in zip(its, ws, strict=True)]
     puts += renamer.take_uploads()
-    if puts:
-        yield puts
-    return out, len(puts)
+    chunks = renamer.take_items()
+    # The chunk items in the same round trip as the uploads, both before the items
+    # that name them (written by the caller).
+    yield from together(_send(puts), put_items(core, chunks))
+    return out, len(puts), len(chunks)
+
+
+def _send(ops: Sequence[S3Put]) -> Flow[None]:
+    if ops:
+        yield list(ops)
 
 
 def _entries(envs: Sequence[Envelope], writes: Sequence[Sequence[WritesRow]]) -> list[Entry]:
@@ -146,7 +158,9 @@ def _entries(envs: Sequence[Envelope], writes: Sequence[Sequence[WritesRow]]) ->
 
 def _renamed(renamer: _Renamer, env: Envelope) -> Envelope:
     channels = {name: renamer.entry(e) for name, e in env.channels.items()}
-    fmt = max(env.format or codec.LAYOUT_1, packs.layout_of(channels.values()))
+    # The layout of the renamed entries, as a put sets it: a copy without chunk items
+    # (chunk_items=False) is readable by releases before layout 5.
+    fmt = packs.layout_of(channels.values())
     return replace(env, thread_id=renamer.dst, channels=channels, format=fmt)
 
 
@@ -166,16 +180,20 @@ def _copied_writes(
 
 @dataclass
 class _Renamer:
-    """Names chunks under the target key and collects what to upload (each once)."""
+    """Names chunks under the target key and collects what to upload or write as
+    chunk items (each once)."""
 
     core: SaverCore
     src: str
     dst: str
     #: verified chunk payloads of the current batch, by source chunk key
     payloads: dict[str, bytes] = field(default_factory=dict)
-    #: source name -> target name, for every chunk already named (and uploaded)
-    names: dict[bytes, bytes] = field(default_factory=dict)
+    #: source name -> target name and whether it is a chunk item (else a loose blob),
+    #: for every chunk already named (and stored)
+    names: dict[bytes, tuple[bytes, bool]] = field(default_factory=dict)
     uploads: dict[str, bytes] = field(default_factory=dict)
+    #: the chunk items to write, by sort key
+    items: dict[str, Item] = field(default_factory=dict)
 
     def entry(self, entry: Entry) -> Entry:
         """``entry`` naming the target's copies of its chunks (and chunk list)."""
@@ -190,12 +208,24 @@ class _Renamer:
 
     def _blobs(self, blobs: Blobs) -> Blobs:
         refs = packs.chunk_refs(self.core, self.src, blobs)
-        digests = []
+        named = []
         for digest, ref in zip(blobs.digests, refs, strict=True):
             if digest not in self.names:
-                self.names[digest] = self._upload(self.payloads[ref.key])
-            digests.append(self.names[digest])
-        return replace(blobs, digests=tuple(digests), spans=None, value=None)
+                payload = self.payloads[ref.key]
+                as_item = ref.item and self.core.chunk_items
+                stored = self._item(payload) if as_item else self._upload(payload)
+                self.names[digest] = (stored, as_item)
+            named.append(self.names[digest])
+        places = tuple(IN_INDEX if item else None for _, item in named)
+        spans = places if IN_INDEX in places else None
+        return replace(blobs, digests=tuple(n for n, _ in named), spans=spans, value=None)
+
+    def _item(self, data: bytes) -> bytes:
+        name = namer(self.core, self.dst)(data)
+        frame = blob_frame(self.core, self.dst, name, data)
+        item = schema.chunk_item(self.core.layout.pk(self.dst), name, frame, self.core.now_ms())
+        self.items.setdefault(schema.chunk_sk(name), item)
+        return name
 
     def _upload(self, data: bytes) -> bytes:
         name = namer(self.core, self.dst)(data)
@@ -207,3 +237,8 @@ class _Renamer:
         puts = [S3Put(k, frame) for k, frame in self.uploads.items()]
         self.uploads.clear()
         return puts
+
+    def take_items(self) -> list[Item]:
+        items = list(self.items.values())
+        self.items.clear()
+        return items

@@ -128,12 +128,9 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     yield from incarnation_in(core, src, items)
     dst_pk = s(core.layout.pk(dst))
     # Heads (and the owner item); not the data key items: the source's key is bound
-    # to the source thread, and the copy is sealed under a key of its own.
-    heads = [
-        {**i, PK: dst_pk, schema.THREAD: s(dst)}
-        for i in items
-        if not (schema.is_checkpoint_item(i) or schema.is_writes_item(i) or schema.is_key_item(i))
-    ]
+    # to the source thread, and the copy is sealed under a key of its own. Chunk
+    # items are copied as blobs are, below.
+    heads = [{**i, PK: dst_pk, schema.THREAD: s(dst)} for i in items if _is_head(i)]
     if core.encryption is not None:
         # Everything is bound to its thread: re-sealed for the target (core/reseal.py).
         try:
@@ -149,7 +146,7 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
         yield from put_items(core, heads)
         return
     # Blobs are copied as they are, checkpoints re-written with the new thread id;
-    # then writes items, checkpoint items and heads.
+    # then chunk items and writes items, checkpoint items and heads.
     blob_keys = yield from list_keys(core, core.layout.blob_prefix(src))
     src_prefix, dst_prefix = core.layout.blob_prefix(src), core.layout.blob_prefix(dst)
     copies = [
@@ -162,9 +159,34 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     rows = [schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)]
     new_items = yield from _rewrite_checkpoints(core, rows, dst)
     writes_items = [{**i, PK: dst_pk} for i in items if schema.is_writes_item(i)]
-    yield from put_items(core, writes_items)
+    # Chunk items as they are too (named like blobs, the same in every thread), with
+    # the writes items, which are not visible before the checkpoint items: nothing
+    # names a chunk item of the target before it exists.
+    yield from put_items(core, [*_copied_chunk_items(core, dst, items), *writes_items])
     yield from put_items(core, _incarnated(core, dst, new_items))
     yield from put_items(core, heads)
+
+
+def _is_head(item: Item) -> bool:
+    """A head or owner item: what is neither a checkpoint nor its writes, a data key
+    or a chunk item."""
+    return not (
+        schema.is_checkpoint_item(item)
+        or schema.is_writes_item(item)
+        or schema.is_key_item(item)
+        or schema.is_chunk_item(item)
+    )
+
+
+def _copied_chunk_items(core: SaverCore, dst: str, items: Sequence[Item]) -> list[Item]:
+    """The source's chunk items for thread ``dst``, written now (as a copied blob's
+    time is its copy's: ``gc``'s grace starts again)."""
+    pk, now = core.layout.pk(dst), core.now_ms()
+    return [
+        schema.chunk_item(pk, schema.chunk_name(i), i[schema.VALUE]["B"], now)
+        for i in items
+        if schema.is_chunk_item(i)
+    ]
 
 
 def _incarnated(core: SaverCore, dst: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
