@@ -159,7 +159,10 @@ def summarize_request(service: str, op: str, params: Mapping[str, Any]) -> dict[
             for k in spec.get("Keys", []):
                 kk = item_key(k)
                 keys.append([tname, *(kk or ("", ""))])
-        return {"read": {"batch": keys, "consistent": False}}
+        consistent = all(
+            bool(spec.get("ConsistentRead")) for spec in params.get("RequestItems", {}).values()
+        )
+        return {"read": {"batch": keys, "consistent": consistent}}
     return {}
 
 

@@ -208,7 +208,12 @@ def cold_resume_row(report: Any) -> Row:
         load = run["phases"]["cold_load"]
         gets = load["kinds"].get("s3:GetObject", 0)
         ok &= gets <= 4 and load["round_trips"] <= 2
-        texts.append(f"{LABELS[saver]} {gets} GETs, {load['round_trips']} round trips")
+        batches = load["kinds"].get("dynamodb:BatchGetItem", 0)
+        items = f" (chunk items: {batches} BatchGetItem)" if batches else ""
+        texts.append(
+            f"{LABELS[saver]} {gets} GETs{items}, {load['requests']} requests, "
+            f"{load['round_trips']} round trips"
+        )
     return ("(e) cold resume of the chat", "; ".join(texts), "<= 4 GETs, <= 2 round trips", ok)
 
 

@@ -101,6 +101,18 @@ def phase_figures(phase: Phase, snapshot: TableSnapshot | None) -> dict[str, Any
             "ddb_per_call": _stats(
                 [sum(1 for r in c.requests if r.service == "dynamodb") for c in calls]
             ),
+            # DynamoDB requests other than chunk-item uploads (layout 5), which are
+            # blob uploads like S3 PUTs.
+            "index_per_call": _stats(
+                [
+                    sum(
+                        1
+                        for r in c.requests
+                        if r.service == "dynamodb" and not wire.is_chunk_upload(r)
+                    )
+                    for c in calls
+                ]
+            ),
         }
     per_kind: dict[str, dict[str, float]] = {}
     for r in reqs:

@@ -159,6 +159,8 @@ def _item_class(pk: str, sk: str) -> str:
         return "writes items"
     if sk.startswith("h#"):
         return "head items"
+    if sk.startswith("b#"):
+        return "chunk items"
     return "checkpoint items"
 
 

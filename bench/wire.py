@@ -365,6 +365,18 @@ def service_seconds(record: RequestRecord) -> float:
     return max(0.0, record.end - record.start - injected)
 
 
+def is_chunk_upload(record: RequestRecord) -> bool:
+    """A DynamoDB write of chunk items only (layout 5): a blob upload that went to the
+    index instead of S3, not the call's own index request."""
+    writes = record.summary.get("writes") or []
+    return (
+        record.service == "dynamodb"
+        and record.op == "BatchWriteItem"
+        and bool(writes)
+        and all((w.get("key") or ["", ""])[1].startswith("b#") for w in writes)
+    )
+
+
 def kind(record: RequestRecord) -> str:
     """``"s3:PutObject"``-style label of a request."""
     return f"{record.service}:{record.op}"
