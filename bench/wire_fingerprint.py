@@ -40,6 +40,9 @@ os.environ.update(
 T0_NS = 1_700_000_000 * 10**9
 _ticks = itertools.count()
 _lock_rng = random.Random(0)
+#: The incarnations' own: uuid4 is also drawn from worker threads (LangGraph's
+#: background puts), so a shared generator gave them run-dependent values.
+_incarnation_rng = random.Random(1)
 
 
 def _fake_time_ns() -> int:
@@ -65,7 +68,7 @@ def make_deterministic() -> None:
     # A thread's incarnation (4 bytes of os.urandom) too.
     import langgraph_s3.core.incarnations as incarnations
 
-    draw = lambda n: _lock_rng.getrandbits(8 * n).to_bytes(n, "big")  # noqa: E731
+    draw = lambda n: _incarnation_rng.getrandbits(8 * n).to_bytes(n, "big")  # noqa: E731
     incarnations.os = type("Os", (), {"urandom": staticmethod(draw)})  # type: ignore[assignment]
 
 
