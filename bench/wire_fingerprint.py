@@ -6,8 +6,9 @@ versions of the code.
 Runs a fixed program on S3Saver and on AsyncS3Saver against an embedded moto server:
 graphs with an interrupt and resume, a subgraph, ``update_state`` on an old
 checkpoint, ``list`` with a filter, ``before`` and ``limit``, pending writes large
-enough for blobs, ``copy_thread``, ``prune``, ``delete_for_runs``, ``delete_thread``
-and a garbage collection. Clocks, ids and random version tails are made
+enough for blobs, ``copy_thread``, ``prune``, ``delete_for_runs``, ``delete_thread``,
+a ten-turn chat whose message list grows past 16 KiB (chunk items, layout 5) and a
+garbage collection. Clocks, ids and random version tails are made
 deterministic, so two runs of the same code send the same bytes.
 
 Per saver it prints, for each (service, operation): the number of requests, the
@@ -26,12 +27,13 @@ import datetime as dt
 import hashlib
 import itertools
 import json
+import operator
 import os
 import random
 import sys
 import uuid
 from collections import defaultdict
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 os.environ.update(
     AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1"
@@ -155,6 +157,34 @@ def graph(checkpointer: Any) -> Any:
     return builder.compile(checkpointer=checkpointer)
 
 
+class Chat(TypedDict):
+    messages: Annotated[list[str], operator.add]
+
+
+def chat(checkpointer: Any) -> Any:
+    """A growing message list: past 16 KiB it is chunked, and each turn's new pieces
+    are small enough to be chunk items (layout 5)."""
+    from langgraph.graph import END, START, StateGraph
+
+    def reply(state: Chat) -> dict[str, Any]:
+        rng = random.Random(len(state["messages"]))
+        return {"messages": ["".join(rng.choice("abcdefgh ") for _ in range(1_500))]}
+
+    builder = StateGraph(Chat)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def turns() -> list[dict[str, Any]]:
+    rng = random.Random("turns")
+    return [
+        {"messages": [f"user {n}: " + "".join(rng.choice("ijklmnop ") for _ in range(1_500))]}
+        for n in range(10)
+    ]
+
+
 def program(saver: Any) -> None:
     """The sync program (S3Saver)."""
     from langgraph.types import Command
@@ -174,6 +204,9 @@ def program(saver: Any) -> None:
     saver.prune(["t1-copy"], strategy="keep_latest")
     saver.delete_for_runs([str(uuid.UUID(int=0))])
     saver.delete_thread("t2")
+    c = chat(saver)
+    for message in turns():
+        c.invoke(message, {"configurable": {"thread_id": "chat"}}, durability="sync")
     collect(saver, grace=0)
 
 
@@ -196,6 +229,9 @@ async def aprogram(saver: Any) -> None:
     await saver.aprune(["a1-copy"], strategy="keep_latest")
     await saver.adelete_for_runs([str(uuid.UUID(int=0))])
     await saver.adelete_thread("a2")
+    c = chat(saver)
+    for message in turns():
+        await c.ainvoke(message, {"configurable": {"thread_id": "achat"}}, durability="sync")
     await acollect(saver, grace=0)
 
 
