@@ -1,15 +1,19 @@
 """Threads written by an earlier release read, resume, fork, list, copy, prune and are
 collected by today's code, in the same thread as new checkpoints (mixed history).
 
-Each fixture ``tests/layouts/v{N}.json.gz`` is the bucket and table written by the
-release of layout N running the ``before`` part of each scenario in
-``tests/layouts/scenarios.py`` (``v1``: 0.1.0, commit 0aaf7d3; ``v2``: 0.2.0, with
-packs, commit 61aa109; ``v3``: 0.3.0, with chunk lists, commit 3192de3; ``v4``:
-0.4.0 with ``encryption=``, sealed, commit b3760f1, read with the key ring it keeps); see
-``tests/layouts/write.py`` for how they were made. A fixture holds the threads of the
-scenarios that existed when it was written (its recorded ``threads``: those whose
-``since`` is at most N), and every scenario's ``after`` part runs on every fixture
-holding its thread and must give there what it gives on ``InMemorySaver``.
+Each fixture ``tests/layouts/{name}.json.gz`` is the bucket and table written by a
+release running the ``before`` part of each scenario in ``tests/layouts/scenarios.py``
+(``WRITTEN_BY``: ``v1``: 0.1.0, layout 1, commit 0aaf7d3; ``v2``: 0.2.0, with packs,
+layout 2, commit 61aa109; ``v3``: 0.3.0, with chunk lists, layout 3, commit 3192de3;
+``v4``: 0.4.0 with ``encryption=``, sealed, layout 4, commit b3760f1; ``v41`` and
+``v41s``: the last release, 0.4.1, commit ace3d50, without and with ``encryption=``
+(layout 3 and 4, checkpoint items with the thread's incarnation ``g``); a sealed one
+is read with the key ring it keeps); see ``tests/layouts/write.py`` for how they were
+made. A fixture holds the threads of the scenarios that existed when it was written
+(its recorded ``threads``: those whose ``since`` is at most its layout), and every
+scenario's ``after`` part runs on every fixture holding its thread and must give there
+what it gives on ``InMemorySaver``. Today's code continues the threads with its
+default ``chunk_items=True`` (layout 5), so each continued thread mixes layouts.
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ from tests.layouts.scenarios import SCENARIOS, Scenario, reference
 from tests.layouts.write import saver_options
 
 FIXTURES = Path(__file__).resolve().parents[1] / "layouts"
-#: layout -> (release, commit) that wrote its fixture
+#: fixture -> (release, commit) that wrote it, and the layout it wrote
 WRITTEN_BY = {
-    "v1": ("0.1.0", "0aaf7d3"),
-    "v2": ("0.2.0", "61aa109"),
-    "v3": ("0.3.0", "3192de3"),
-    "v4": ("0.4.0", "b3760f1"),
+    "v1": ("0.1.0", "0aaf7d3", 1),
+    "v2": ("0.2.0", "61aa109", 2),
+    "v3": ("0.3.0", "3192de3", 3),
+    "v4": ("0.4.0", "b3760f1", 4),
+    "v41": ("0.4.1", "ace3d50", 3),
+    "v41s": ("0.4.1", "ace3d50", 4),
 }
 PREFIX = "fx/"
 
@@ -93,13 +99,18 @@ def history(backend: Backend, layout: str, thread: str) -> list[dict[str, Any]]:
 def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     """Guards against a fixture rewritten by today's code (which would prove nothing)."""
     meta = fixture(layout)["written_by"]
-    assert (meta["version"], meta["commit"], meta["prefix"]) == (*WRITTEN_BY[layout], PREFIX)
+    assert (meta["version"], meta["commit"], meta["prefix"]) == (*WRITTEN_BY[layout][:2], PREFIX)
     # a scenario newer than the fixture is left out by the threads it recorded, no other
     assert meta["threads"] == [s.thread for s in SCENARIOS if s.since <= number(layout)]
     keys = list(fixture(layout)["objects"])
     assert any("/c/" in k for k in keys), "no checkpoint body in S3: a layout case is missing"
     assert any("/b/" in k for k in keys)
     assert any(k.endswith(".pack") for k in keys) == (layout != "v1")
+    # 0.4.1 gives every checkpoint item the thread's incarnation; older releases none
+    checkpoints = [i for i in fixture(layout)["items"] if schema.is_checkpoint_item(i)]
+    release = tuple(int(part) for part in meta["version"].split("."))
+    assert {schema.INCARNATION in i for i in checkpoints} == {release >= (0, 4, 1)}
+    assert ("ring" in meta) == (number(layout) == 4)
     if "ring" in meta:
         assert_sealed(fixture(layout))
         return
@@ -133,7 +144,8 @@ def assert_sealed(data: dict[str, Any]) -> None:
 
 
 def number(layout: str) -> int:
-    return int(layout.removeprefix("v"))
+    """The layout the fixture's release wrote (4: sealed)."""
+    return WRITTEN_BY[layout][2]
 
 
 def entry_kinds(layout: str) -> dict[str, set[str]]:
@@ -204,6 +216,9 @@ def test_old_and_mixed_threads_copy_prune_and_delete(backend: Backend, layout: s
 def test_the_collector_keeps_what_old_and_mixed_threads_use(backend: Backend, layout: str) -> None:
     loaded(backend, layout)
     SCENARIOS[4].after(lambda: open_saver(backend, layout))  # direct: now mixed
+    # with layout 5 checkpoints: the continued document's new chunk is a chunk item
+    chunk_items = [i for i in backend.items() if schema.is_chunk_item(i)]
+    assert chunk_items and {schema.pk_of(i) for i in chunk_items} == {f"{PREFIX}direct"}
     saver = open_saver(backend, layout)
     threads = ("approval", "failing", "fanout")
     before = {t: history(backend, layout, t) for t in threads}
@@ -213,6 +228,7 @@ def test_the_collector_keeps_what_old_and_mixed_threads_use(backend: Backend, la
     assert report.errors == [] and report.objects_deleted == 0
     stored = [k for k in backend.object_keys() if not k.startswith(f"{PREFIX}.gc/")]
     assert report.objects == report.objects_referenced == len(stored)
+    assert report.chunk_items == report.chunk_items_referenced == len(chunk_items)
     fresh = open_saver(backend, layout)
     assert {t: history(backend, layout, t) for t in threads} == before
     assert [t.checkpoint for t in fresh.list(cfg("direct"))] == direct
