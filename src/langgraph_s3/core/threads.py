@@ -145,8 +145,15 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
         yield from put_items(core, _incarnated(core, dst, new_items))
         yield from put_items(core, heads)
         return
-    # Blobs are copied as they are, checkpoints re-written with the new thread id;
-    # then chunk items and writes items, checkpoint items and heads.
+    yield from _copy_plain(core, src, dst, items)
+    yield from put_items(core, heads)
+
+
+def _copy_plain(core: SaverCore, src: str, dst: str, items: Sequence[Item]) -> Flow[None]:
+    """Copy a thread stored without encryption, all but its heads: blobs as they are,
+    checkpoints re-written with the new thread id; then chunk items and writes items,
+    and the checkpoint items."""
+    dst_pk = s(core.layout.pk(dst))
     blob_keys = yield from list_keys(core, core.layout.blob_prefix(src))
     src_prefix, dst_prefix = core.layout.blob_prefix(src), core.layout.blob_prefix(dst)
     copies = [
@@ -164,7 +171,6 @@ def copy_thread(core: SaverCore, source_thread_id: str, target_thread_id: str) -
     # names a chunk item of the target before it exists.
     yield from put_items(core, [*_copied_chunk_items(core, dst, items), *writes_items])
     yield from put_items(core, _incarnated(core, dst, new_items))
-    yield from put_items(core, heads)
 
 
 def _is_head(item: Item) -> bool:
