@@ -27,10 +27,10 @@ so a chunk is verified, cached and deduplicated by its chunk key wherever it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langgraph_s3.core import schema
+from langgraph_s3.core import replication, schema
 from langgraph_s3.core.index import BatchGet, BatchWrite, Key, key, put_requests
 from langgraph_s3.core.paging import batch_write
 from langgraph_s3.errors import NotYetReplicatedError
@@ -125,7 +125,11 @@ def read(core: SaverCore, chunk_keys: Sequence[str]) -> Flow[dict[str, bytes | N
     out = {ck: found.get(_id(k)) for ck, k in wanted.items()}
     missing = [ck for ck, frame in out.items() if frame is None]
     if missing and core.is_replica:
-        waited = yield from _wait_for_replication(core, wanted, out, missing)
+        waited = 0.0
+        assert core.cross_region is not None
+        if core.cross_region.read_policy != "fail":  # "wait", and "home" (no home client)
+            waited, arrived = yield from replication.wait_for(core, missing, _again(core, wanted))
+            out.update(arrived)
         absent = [ck for ck in missing if out[ck] is None]
         if absent:
             assert core.cross_region is not None
@@ -138,6 +142,18 @@ def read(core: SaverCore, chunk_keys: Sequence[str]) -> Flow[dict[str, bytes | N
                 waited=waited,
             )
     return out
+
+
+def _again(
+    core: SaverCore, wanted: Mapping[str, Key]
+) -> Callable[[list[str]], Flow[list[bytes | None]]]:
+    """A read of chunk items by chunk key, one answer per key (None: still missing)."""
+
+    def read(chunk_keys: list[str]) -> Flow[list[bytes | None]]:
+        found = yield from _get(core, [wanted[ck] for ck in chunk_keys])
+        return [found.get(_id(wanted[ck])) for ck in chunk_keys]
+
+    return read
 
 
 def _id(k: Mapping[str, Any]) -> tuple[str, str]:
@@ -159,28 +175,3 @@ def _get(core: SaverCore, keys: Sequence[Key]) -> Flow[dict[tuple[str, str], byt
             attempt += 1
             yield from perform(Sleep(min(0.05 * 2**attempt, 2.0)))
     return found
-
-
-def _wait_for_replication(
-    core: SaverCore,
-    wanted: Mapping[str, Key],
-    out: dict[str, bytes | None],
-    missing: list[str],
-) -> Flow[float]:
-    """Read missing chunk items again with backoff until they arrive or time runs out
-    (the ``"fail"`` policy does not wait)."""
-    assert core.cross_region is not None
-    if core.cross_region.read_policy == "fail":
-        return 0.0
-    max_wait = core.cross_region.max_wait
-    waited, delay = 0.0, 0.05
-    while missing and waited < max_wait:
-        step = min(delay, max_wait - waited)
-        yield from perform(Sleep(step))
-        waited += step
-        delay = min(delay * 2, 5.0)
-        found = yield from _get(core, [wanted[ck] for ck in missing])
-        for ck in missing:
-            out[ck] = found.get(_id(wanted[ck]))
-        missing = [ck for ck in missing if out[ck] is None]
-    return waited

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
-from langgraph_s3.core import chunkitems, lists, packs
+from langgraph_s3.core import chunkitems, lists, packs, replication
 from langgraph_s3.core.entries import (
     IN_INDEX,
     Blobs,
@@ -39,7 +39,6 @@ from langgraph_s3.operations import (
     S3Get,
     S3List,
     S3Put,
-    Sleep,
     WaitUpload,
     perform,
     perform_all,
@@ -73,7 +72,11 @@ def get_objects(core: SaverCore, keys: Sequence[str | S3Get]) -> Flow[list[bytes
         for i, body in zip(missing, got, strict=True):
             bodies[i] = body
     elif policy == "wait":
-        waited = yield from _wait_for_replication(core, gets, bodies, missing)
+        waited, arrived = yield from replication.wait_for(
+            core, missing, lambda left: perform_all([gets[i] for i in left])
+        )
+        for i, body in arrived.items():
+            bodies[i] = body
     absent = [gets[i].key for i, body in enumerate(bodies) if body is None]
     if absent:
         raise NotYetReplicatedError(
@@ -85,26 +88,6 @@ def get_objects(core: SaverCore, keys: Sequence[str | S3Get]) -> Flow[list[bytes
             waited=waited,
         )
     return bodies
-
-
-def _wait_for_replication(
-    core: SaverCore, gets: Sequence[S3Get], bodies: list[bytes | None], missing: list[int]
-) -> Flow[float]:
-    """Read the missing objects again with backoff until they arrive or time runs out."""
-    assert core.cross_region is not None
-    max_wait = core.cross_region.max_wait
-    waited = 0.0
-    delay = 0.05
-    while missing and waited < max_wait:
-        step = min(delay, max_wait - waited)
-        yield from perform(Sleep(step))
-        waited += step
-        delay = min(delay * 2, 5.0)
-        got = yield from perform_all([gets[i] for i in missing])
-        for i, body in zip(missing, got, strict=True):
-            bodies[i] = body
-        missing = [i for i in missing if bodies[i] is None]
-    return waited
 
 
 def check_blob(core: SaverCore, key: str, body: bytes | None) -> bytes:
@@ -180,7 +163,7 @@ class _Reads:
         """GET this read's objects and read its chunk items, in one round trip; then
         verify the chunks (all required)."""
         bodies, frames = yield from together(
-            get_objects(core, self.gets) if self.gets else _none(),
+            get_objects(core, self.gets),
             chunkitems.read(core, [r.key for r in self.items]),
         )
         self.settle(core, bodies, frames, None)
@@ -236,12 +219,6 @@ def _chunk(core: SaverCore, get: S3Get | None, ref: ChunkRef, body: bytes | None
     at = ref.span.offset - (get.start or 0)
     where = f"{get.key}@{ref.span.offset}+{ref.span.length}"
     return _checked(core, ref, body[at : at + ref.span.length], where)
-
-
-def _none() -> Flow[list[bytes | None]]:
-    """No GETs, as a flow that asks nothing."""
-    yield from ()
-    return []
 
 
 def _check_item(core: SaverCore, ref: ChunkRef, frame: bytes | None) -> bytes:
@@ -406,7 +383,7 @@ def read_envelopes(
     if wanted or reads.gets or ranges or reads.items:
         gets: list[str | S3Get] = [*wanted, *reads.gets, *ranges]
         fetched, frames = yield from together(
-            get_objects(core, gets) if gets else _none(),
+            get_objects(core, gets),
             chunkitems.read(core, [r.key for r in reads.items]),
         )
         got = dict(zip(wanted, fetched[: len(wanted)], strict=True))
