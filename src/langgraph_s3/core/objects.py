@@ -163,7 +163,7 @@ class _Reads:
         """GET this read's objects and read its chunk items, in one round trip; then
         verify the chunks (all required)."""
         bodies, frames = yield from together(
-            get_objects(core, self.gets),
+            get_objects(core, self.gets) if self.gets else _none(),
             chunkitems.read(core, [r.key for r in self.items]),
         )
         self.settle(core, bodies, frames, None)
@@ -219,6 +219,12 @@ def _chunk(core: SaverCore, get: S3Get | None, ref: ChunkRef, body: bytes | None
     at = ref.span.offset - (get.start or 0)
     where = f"{get.key}@{ref.span.offset}+{ref.span.length}"
     return _checked(core, ref, body[at : at + ref.span.length], where)
+
+
+def _none() -> Flow[list[bytes | None]]:
+    """No GETs, as a flow that asks nothing (``get_objects`` is not called for none)."""
+    yield from ()
+    return []
 
 
 def _check_item(core: SaverCore, ref: ChunkRef, frame: bytes | None) -> bytes:
@@ -383,7 +389,7 @@ def read_envelopes(
     if wanted or reads.gets or ranges or reads.items:
         gets: list[str | S3Get] = [*wanted, *reads.gets, *ranges]
         fetched, frames = yield from together(
-            get_objects(core, gets),
+            get_objects(core, gets) if gets else _none(),
             chunkitems.read(core, [r.key for r in reads.items]),
         )
         got = dict(zip(wanted, fetched[: len(wanted)], strict=True))
