@@ -10,6 +10,7 @@ import os
 import random
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_s3 import S3Saver
@@ -187,25 +188,34 @@ def listed_entry(saver: S3Saver, backend: Backend) -> Any:
     return blobs
 
 
-def test_a_chunk_item_named_only_by_a_chunk_list_is_kept(backend: Backend) -> None:
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_chunk_item_named_only_by_a_chunk_list_is_kept(backend: Backend, sealed: bool) -> None:
     """Pieces stored as chunk items, then named by the chunk list the grown entry
     became: once prune drops the checkpoints whose own entries named them, the list is
-    their only reference, and two collections ``grace`` apart keep them."""
+    their only reference, and two collections ``grace`` apart keep them (also sealed,
+    where the list and the items are sealed and named by keyed digests)."""
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    options: dict[str, Any] = {}
+    if sealed:
+        ring = StaticKeyRing({"r": os.urandom(32)}, current="r")
+        options["encryption"] = Encryption(ring)
     clock = Clock()
-    saver = backend.saver(clock=clock)
+    saver = backend.saver(clock=clock, **options)
     config, doc = growing_document(saver, 3)
     saver.prune(["t1"], strategy="keep_latest")
-    blobs = listed_entry(backend.saver(), backend)
+    blobs = listed_entry(backend.saver(**options), backend)
     in_list = {d for d, s in zip(blobs.digests, blobs.spans or (), strict=True) if s is IN_INDEX}
     items = chunk_items(backend)
     assert len(in_list) == 2 and {schema.CHUNK_SK_PREFIX + d.hex() for d in in_list} == set(items)
 
-    first = collect(backend.saver(clock=clock), grace=HOUR)
+    first = collect(backend.saver(clock=clock, **options), grace=HOUR)
     assert first.chunk_items == first.chunk_items_referenced == 2
-    assert first.chunk_items_condemned == 0
+    assert first.chunk_items_condemned == 0 and first.threads_protected == []
     clock.advance(HOUR)
-    second = collect(backend.saver(clock=clock), grace=HOUR)
+    second = collect(backend.saver(clock=clock, **options), grace=HOUR)
     assert second.chunk_items_deleted == 0 and second.chunk_items_referenced == 2
     assert chunk_items(backend) == items
-    again = backend.saver().get_tuple(config)  # a cold saver reads it all
+    again = backend.saver(**options).get_tuple(config)  # a cold saver reads it all
     assert again is not None and again.checkpoint["channel_values"]["doc"] == doc
