@@ -30,6 +30,7 @@ from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_threa
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.errors import MissingDependencyError
+from langgraph_s3.loopcalls import run_on_loop
 from langgraph_s3.operations import WAITS, Flow, Sleep, T
 from langgraph_s3.tracing import Call, Stats, span
 from langgraph_s3.transport import DYNAMODB, S3
@@ -407,24 +408,7 @@ class AsyncS3Saver(Driver):
 
     # ------------------------------------------- sync API (other threads only)
     def _sync(self, coro: Any) -> Any:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not None and running is self.loop:
-            coro.close()
-            raise asyncio.InvalidStateError(
-                "synchronous calls to AsyncS3Saver are only allowed from a thread other than "
-                "its event loop's; on the loop use the async API (await saver.aget_tuple(...), "
-                "await graph.ainvoke(...)), or use S3Saver for sync code"
-            )
-        if self.loop is None or not self.loop.is_running():
-            coro.close()
-            raise asyncio.InvalidStateError(
-                "AsyncS3Saver's event loop is not running: sync calls are served by the loop "
-                "the saver was created or first used on"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return run_on_loop(self.loop, coro)
 
     def claim_thread(self, thread_id: str) -> str:
         """Sync ``aclaim_thread`` for other threads (runs on the saver's loop)."""

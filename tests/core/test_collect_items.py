@@ -5,12 +5,15 @@ real puts (``canned.store`` keeps the items their BatchWriteItem writes)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from langgraph_s3 import codec
-from langgraph_s3.core import schema
+from langgraph_s3.core import collect_items, schema, scratch
 from langgraph_s3.core.collect_items import needed, ref_key
 from langgraph_s3.core.entries import IN_INDEX, Blobs, Span
 from langgraph_s3.core.index import BatchWrite, DeleteUnchanged
@@ -216,6 +219,36 @@ def test_a_table_without_chunk_items_sends_no_request_for_them(tmp_path: Path) -
     assert not [op for op in storage.sent if isinstance(op, DeleteUnchanged | BatchWrite)]
     assert [type(op) for op in storage.rounds[-3:]] == [list, S3List, S3Put]
     assert not [op for op in storage.sent if isinstance(op, S3Delete)]
+
+
+def test_the_sweep_of_chunk_items_ticks_progress_page_by_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its own stage after the object sweep's, a tick per page of chunk items (one item
+    a page here) with the items judged so far, each after that page's deletes."""
+    monkeypatch.setattr(scratch, "_FETCH", 1)
+    monkeypatch.setattr(collect_items, "_DELETE_BATCH", 1)
+    storage = Storage()
+    _, _, c9 = a_thread_with_items(storage)
+    storage.condemn({state_ref(items_of(c9)[0]): T0})
+    ticks: list[tuple[str, int, int, int]] = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        deletes = sum(isinstance(op, DeleteUnchanged) for op in storage.sent)
+        ticks.append((stage, done, total, deletes))
+
+    report = storage.run(tmp_path, at=T0 + HOUR, grace=HOUR, progress=progress)
+    assert report.chunk_items_deleted == 1
+    stages = [stage for stage, _ in itertools.groupby(t[0] for t in ticks)]
+    assert stages == ["scan", "mark", "sweep", collect_items.STAGE]
+    # Pages come in key order; the condemned item's page ticks after its delete.
+    (junk,) = items_of(c9)
+    at = sorted(sk for _, sk in chunk_keys(storage) | {("t1", junk["sk"]["S"])}).index(
+        junk["sk"]["S"]
+    )
+    assert [t for t in ticks if t[0] == collect_items.STAGE] == [
+        (collect_items.STAGE, n, 0, int(n > at)) for n in (1, 2, 3)
+    ]
 
 
 def test_needed_names_the_objects_and_the_chunk_items_of_an_entry() -> None:

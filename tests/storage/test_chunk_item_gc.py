@@ -1,17 +1,25 @@
 """Chunk items (layout 5) on moto: the collector keeps those a live checkpoint names and
 deletes the others after two runs, a rewrite racing its delete survives, and whole-thread
 deletes (``delete_thread``, ``prune(strategy="delete")``, idle-thread expiry) leave none.
-``prune`` and ``delete_for_runs`` leave theirs to the collector."""
+``prune`` and ``delete_for_runs`` leave theirs to the collector. A chunk item named only
+from inside a chunk list is live too."""
 
 from __future__ import annotations
 
 import os
+import random
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_s3 import S3Saver
+from langgraph_s3.chunking import _cdc
 from langgraph_s3.core import schema
+from langgraph_s3.core.datakeys import thread_key
+from langgraph_s3.core.entries import IN_INDEX, Listed
+from langgraph_s3.core.lists import LIST_MIN
+from langgraph_s3.core.objects import read_envelopes, read_lists
 from langgraph_s3.gc import collect
 from tests.conftest import Backend
 from tests.storage.test_retention_gc import DAY, HOUR, Clock
@@ -147,3 +155,67 @@ def test_delete_tenant_leaves_no_chunk_item_of_its_threads(inproc_backend: Backe
     assert saver.delete_tenant("acme") == 2
     assert not [i for i in inproc_backend.items() if i[schema.PK]["S"].startswith("acme:")]
     assert len(chunk_items(inproc_backend, "beta:1")) == 2
+
+
+def growing_document(saver: S3Saver, steps: int) -> tuple[Any, bytes]:
+    """A document of ``LIST_MIN - 2`` chunks (one pack), then ``steps`` appends of
+    700 bytes: each a new piece, stored as a chunk item until the entry has more than
+    ``LIST_MIN`` chunks and becomes a chunk list, which names the earlier pieces where
+    they are. The last checkpoint's config and the document."""
+    data = random.Random(7).randbytes(2_000_000)  # the same chunks on every run
+    doc = data[: sum(len(c) for c in _cdc(data)[: LIST_MIN - 2])]
+    more = random.Random(2)  # appends in which FastCDC finds no boundary
+    config: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    for step in range(steps + 1):
+        if step:
+            doc += more.randbytes(700)
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"doc": doc}
+        cp["channel_versions"] = {"doc": str(step + 1)}
+        config = saver.put(config, cp, {"step": step}, cp["channel_versions"])
+    return config, doc
+
+
+def listed_entry(saver: S3Saver, backend: Backend) -> Any:
+    """What the chunk list of ``doc`` in t1's only checkpoint holds."""
+    items = [i for i in backend.items() if i["pk"]["S"] == "t1"]
+    (row,) = [schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)]
+    saver.run(thread_key(saver, "t1"))
+    (env,) = saver.run(read_envelopes(saver, [row]))
+    entry = env.channels["doc"]
+    assert isinstance(entry, Listed)
+    (blobs,) = saver.run(read_lists(saver, [("t1", entry)])).values()
+    return blobs
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_chunk_item_named_only_by_a_chunk_list_is_kept(backend: Backend, sealed: bool) -> None:
+    """Pieces stored as chunk items, then named by the chunk list the grown entry
+    became: once prune drops the checkpoints whose own entries named them, the list is
+    their only reference, and two collections ``grace`` apart keep them (also sealed,
+    where the list and the items are sealed and named by keyed digests)."""
+    from langgraph_s3 import Encryption
+    from langgraph_s3.sealing import StaticKeyRing
+
+    options: dict[str, Any] = {}
+    if sealed:
+        ring = StaticKeyRing({"r": os.urandom(32)}, current="r")
+        options["encryption"] = Encryption(ring)
+    clock = Clock()
+    saver = backend.saver(clock=clock, **options)
+    config, doc = growing_document(saver, 3)
+    saver.prune(["t1"], strategy="keep_latest")
+    blobs = listed_entry(backend.saver(**options), backend)
+    in_list = {d for d, s in zip(blobs.digests, blobs.spans or (), strict=True) if s is IN_INDEX}
+    items = chunk_items(backend)
+    assert len(in_list) == 2 and {schema.CHUNK_SK_PREFIX + d.hex() for d in in_list} == set(items)
+
+    first = collect(backend.saver(clock=clock, **options), grace=HOUR)
+    assert first.chunk_items == first.chunk_items_referenced == 2
+    assert first.chunk_items_condemned == 0 and first.threads_protected == []
+    clock.advance(HOUR)
+    second = collect(backend.saver(clock=clock, **options), grace=HOUR)
+    assert second.chunk_items_deleted == 0 and second.chunk_items_referenced == 2
+    assert chunk_items(backend) == items
+    again = backend.saver(**options).get_tuple(config)  # a cold saver reads it all
+    assert again is not None and again.checkpoint["channel_values"]["doc"] == doc

@@ -103,7 +103,8 @@ _MARK_BATCH = 32
 #: Orphaned pending-write items deleted together.
 _ORPHAN_BATCH = 1000
 
-#: ``(stage, done, total)``: stages ``scan``, ``mark``, ``sweep``; total 0 when not known.
+#: ``(stage, done, total)``: stages ``scan``, ``mark``, ``sweep`` and ``sweep chunk items``
+#: (:data:`collect_items.STAGE`); total 0 when not known.
 Progress = Callable[[str, int, int], None]
 
 
@@ -399,7 +400,7 @@ def _sweep(run: _Run, protected: tuple[str, ...]) -> Flow[None]:
 
     yield from list_pages(core, core.layout.prefix, sweep_page)
     run.report.objects_condemned = len(now)
-    items = ItemSweep(core, run.store, run.report, run.now, run.grace, run.dry_run)
+    items = ItemSweep(core, run.store, run.report, run.now, run.grace, run.dry_run, run.tick)
     yield from items.run(protected, before)
     if not run.dry_run:
         state = json.dumps({**now, **items.condemned, **run.after}).encode()

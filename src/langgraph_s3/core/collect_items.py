@@ -24,7 +24,7 @@ A table without chunk items costs no request here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 #: Conditional deletes sent at once.
 _DELETE_BATCH = 32
+#: The collector's progress stage of this sweep (``collect.Progress``).
+STAGE = "sweep chunk items"
 
 
 def ref_key(folder: str, sk: str) -> str:
@@ -71,6 +73,9 @@ class ItemSweep:
     now: float
     grace: float
     dry_run: bool
+    #: The collector's ``(stage, done, total)`` progress callback: :data:`STAGE`, the
+    #: chunk items judged so far, 0 (the total is not known), after each page.
+    tick: Callable[[str, int, int], None] | None = None
     #: The chunk items this run condemns, by ref_key: into the state it leaves.
     condemned: dict[str, float] = field(default_factory=dict)
 
@@ -84,6 +89,8 @@ class ItemSweep:
             if len(doomed) >= _DELETE_BATCH:
                 yield from self._delete(doomed)
                 doomed = []
+            if self.tick is not None:
+                self.tick(STAGE, self.report.chunk_items, 0)
         yield from self._delete(doomed)
         self.report.chunk_items_condemned = len(self.condemned)
 
