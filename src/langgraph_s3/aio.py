@@ -62,26 +62,30 @@ def _client(session: Any, service: str, **kwargs: Any) -> Any:
 
 
 #: botocore's data every client is made from (endpoint rules, retry and default
-#: settings), then each service's model and endpoint rule set.
+#: settings), then the DynamoDB model and endpoint rule set.
 _CLIENT_DATA = ("endpoints", "partitions", "_retry", "sdk-default-configuration")
 _CLIENT_MODELS = ("service-2", "endpoint-rule-set-1")
 
 
 def _load_client_data(session: Any) -> None:
-    """Load into ``session``'s cache what making our clients reads from botocore's
-    data files (70-100 ms, most of making an aiobotocore client): a session's loader
-    keeps what it loaded, so the clients made later only read it back. Through
-    botocore's public ``Session.get_component("data_loader")``; an aioboto3 session,
-    which does not have it, loads on first use as before."""
+    """Load into ``session``'s cache what making the DynamoDB client reads from
+    botocore's data files (40-70 ms, most of making an aiobotocore client): a
+    session's loader keeps what it loaded, so the client made later only reads it
+    back. Through botocore's public ``Session.get_component("data_loader")``; an
+    aioboto3 session, which does not have it, loads on first use as before.
+
+    S3's model and rule set (~30 ms more) are not loaded here: every call needs the
+    index, but only values too large for it need S3, and a thread of small values is
+    read and written without an S3 request (chunk items). The S3 client loads them
+    when a call first needs it."""
     get_component = getattr(session, "get_component", None)
     if get_component is None:
         return
     loader = get_component("data_loader")
     for name in _CLIENT_DATA:
         loader.load_data(name)
-    for service in ("s3", "dynamodb"):
-        for kind in _CLIENT_MODELS:
-            loader.load_service_model(service, kind)
+    for kind in _CLIENT_MODELS:
+        loader.load_service_model(SERVICES[DYNAMODB], kind)
 
 
 def _plain_http(endpoint_url: str | None) -> dict[str, Any]:
@@ -97,8 +101,9 @@ def _plain_http(endpoint_url: str | None) -> dict[str, Any]:
     return {}
 
 
-#: Making one of these clients starts making the other in the background (``_prepare_partner``).
-_PARTNER = {S3: DYNAMODB, DYNAMODB: S3}
+#: Making the S3 client starts making the DynamoDB one in the background
+#: (``_prepare_partner``); not the other way round, as most calls need no S3 client.
+_PARTNER = {S3: DYNAMODB}
 
 
 class AsyncS3Saver(Driver):
@@ -146,8 +151,8 @@ class AsyncS3Saver(Driver):
         self._sem: asyncio.Semaphore | None = None
         self._preparing: asyncio.Future[None] | None = None
         # aiobotocore makes clients on an event loop, so they wait for the first call;
-        # the session and the data the clients are made from are loaded now, so that
-        # a Lambda's init phase pays for them rather than its first invocation.
+        # the session and the data the DynamoDB client is made from are loaded now, so
+        # that a Lambda's init phase pays for them rather than its first invocation.
         if self._session is None:
             self._session = _default_session()
         _load_client_data(self._session)
@@ -217,12 +222,14 @@ class AsyncS3Saver(Driver):
         return client
 
     def _prepare_partner(self, name: str) -> None:
-        """Start making the other of the S3 and DynamoDB clients in the background.
+        """Start making the DynamoDB client in the background when the S3 one is made.
 
-        Making an aiobotocore client is 5-10 ms of CPU. The first request of a saver
-        (a DynamoDB ``Query`` for ``get_tuple``, an S3 upload for ``put``) waits for
-        the network at least that long, so the other client, made during that wait,
-        is ready when the flow's next request needs it instead of being made then.
+        Making an aiobotocore client is 5-10 ms of CPU. A call whose first request
+        goes to S3 (the upload of a large value in ``put``) waits for the network at
+        least that long, so the DynamoDB client, made during that wait, is ready when
+        the flow's next request needs it. A call that starts with DynamoDB makes no
+        S3 client until a request needs one: most never do (a small thread is read
+        and written in DynamoDB alone), and making it would load S3's model (~30 ms).
         """
         partner = _PARTNER.get(name)
         if partner is None or self._preparing is not None:

@@ -3,7 +3,6 @@ the command line."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -24,6 +23,8 @@ def check_url_options(url: str, query: Mapping[str, str], valid: Iterable[str]) 
     for name in query:
         if name in valid:
             continue
+        import difflib  # only for this message: every process would pay for its import
+
         close = [_OTHER_SPELLINGS[name]] if _OTHER_SPELLINGS.get(name) in valid else []
         close = close or difflib.get_close_matches(name, valid, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""

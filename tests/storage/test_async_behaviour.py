@@ -373,6 +373,24 @@ except MissingDependencyError as exc:
     assert lazy.stdout.strip() == "False"
 
 
+def test_an_async_saver_imports_nothing_a_plain_saver_does_not_use() -> None:
+    """Cold start: importing and constructing an unencrypted AsyncS3Saver loads neither
+    boto3 (the sync saver's), cryptography (sealing), the CLI or the collector, nor
+    difflib (only for the messages of misspelt options)."""
+    script = """
+import sys
+from langgraph_s3 import AsyncS3Saver
+AsyncS3Saver("bucket", "table", region_name="us-east-1", endpoint_url="http://127.0.0.1:9")
+unused = ("boto3", "cryptography", "difflib", "langgraph_s3.cli", "langgraph_s3.gc")
+print(sorted(m for m in sys.modules if m.startswith(unused)))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 # --------------------------------------------------------------------------- harness
 LOCAL_ENDPOINT_SCRIPT = """
 import asyncio, os

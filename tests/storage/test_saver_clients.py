@@ -7,6 +7,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_s3 import S3Saver, __version__
 from tests.conftest import REGION, Backend
@@ -123,48 +124,77 @@ async def test_an_http_endpoint_reads_no_ca_bundle(
     assert reads
 
 
-class FailingS3Session:
-    """An aiobotocore session whose S3 clients cannot be made."""
+class RecordingSession:
+    """A real aiobotocore session that records the clients made from it, and whose
+    clients of ``failing`` (a service name) cannot be made."""
 
-    def __init__(self) -> None:
+    def __init__(self, failing: str | None = None) -> None:
         from aiobotocore.session import get_session
 
         self.session = get_session()
+        self.failing = failing
         self.made: list[str] = []
+        self.models: list[str] = []  # the service models its loader was asked for
+        loader = self.session.get_component("data_loader")
+        load = loader.load_service_model
+
+        def recorded(service: str, kind: str, *args: Any, **kwargs: Any) -> Any:
+            self.models.append(f"{service}/{kind}")
+            return load(service, kind, *args, **kwargs)
+
+        loader.load_service_model = recorded
+
+    def get_component(self, name: str) -> Any:
+        return self.session.get_component(name)
 
     def create_client(self, service: str, **kwargs: Any) -> Any:
         self.made.append(service)
-        if service == "s3":
-            raise RuntimeError("no S3 client today")
+        if service == self.failing:
+            raise RuntimeError(f"no {service} client today")
         return self.session.create_client(service, **kwargs)
 
 
-async def test_the_first_request_makes_the_other_async_client_meanwhile(
-    server_backend: Backend,
-) -> None:
-    """AsyncS3Saver makes its first client on its first call, and the other one in the
-    background while that call's first request waits for the network."""
-    async with server_backend.async_saver() as saver:
+async def test_a_call_without_s3_requests_makes_no_s3_client(server_backend: Backend) -> None:
+    """Every call needs the index; only large values need S3. A saver loads no S3 model
+    when constructed, and a call whose requests all go to DynamoDB makes no S3 client."""
+    session = RecordingSession()
+    async with server_backend.async_saver(session=session) as saver:
+        assert not any(m.startswith("s3/") for m in session.models)  # construction
         assert await saver.aget_tuple(CONFIG) is None  # one Query, no S3 request
+        assert saver._preparing is None  # nor made in the background
+        config = await saver.aput(CONFIG, empty_checkpoint(), {}, {})
+        await saver.aput_writes(config, [("channel", "a small value")], "task")
+        assert (await saver.aget_tuple(config)) is not None
+    assert session.made == ["dynamodb"]
+    assert not any(m.startswith("s3/") for m in session.models)
+
+
+async def test_the_s3_client_makes_the_dynamodb_client_meanwhile(server_backend: Backend) -> None:
+    """A call that starts with S3 (a large value's upload) makes the DynamoDB client in
+    the background while the S3 request waits for the network."""
+    session = RecordingSession()
+    async with server_backend.async_saver(session=session) as saver:
+        await saver._client("s3")
         assert saver._preparing is not None
         await saver._preparing
-        s3 = saver._clients.by_name["s3"]
-        assert s3 is not None and s3 in saver._clients.created
-        assert (await saver.clients())[0] is s3  # used, not made again
+        ddb = saver._clients.by_name["dynamodb"]
+        assert ddb is not None and ddb in saver._clients.created
+        assert (await saver.clients())[1] is ddb  # used, not made again
+    assert session.made == ["s3", "dynamodb"]
     assert not any(saver._clients.by_name.values())  # both closed and forgotten
-    async with server_backend.async_saver(s3_client=object()) as given:
-        assert await given.aget_tuple(CONFIG) is None
-        assert given._preparing is None  # nothing to make: the S3 client was given
+    async with server_backend.async_saver(dynamodb_client=object()) as given:
+        await given._client("s3")
+        assert given._preparing is None  # nothing to make: the DynamoDB client was given
 
 
 async def test_an_async_client_that_fails_in_the_background_fails_where_needed(
     server_backend: Backend,
 ) -> None:
-    session = FailingS3Session()
+    session = RecordingSession(failing="dynamodb")
     async with server_backend.async_saver(session=session) as saver:
-        assert await saver.aget_tuple(CONFIG) is None  # the DynamoDB request is unaffected
+        await saver._client("s3")  # unaffected
         assert saver._preparing is not None
         await saver._preparing  # its error is not raised here ...
-        with pytest.raises(RuntimeError, match="no S3 client today"):
-            await saver.clients()  # ... but by the call that needs the client
-    assert session.made == ["dynamodb", "s3", "s3"]
+        with pytest.raises(RuntimeError, match="no dynamodb client today"):
+            await saver.aget_tuple(CONFIG)  # ... but by the call that needs the client
+    assert session.made == ["s3", "dynamodb", "dynamodb"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import uuid
 from collections.abc import Callable, Mapping
@@ -88,6 +87,8 @@ def check_options(saver: type, options: Mapping[str, Any]) -> None:
         if param.kind is not inspect.Parameter.VAR_KEYWORD
     ] + list(SaverOptions.__annotations__)
     name = unknown[0]
+    import difflib  # only for this message: every process would pay for its import
+
     close = [OTHER_SPELLINGS[name]] if name in OTHER_SPELLINGS else []
     close = close or difflib.get_close_matches(name, valid, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
