@@ -94,7 +94,7 @@ def merge(stored: Iterable[Stored]) -> tuple[list[tuple[int, Record]], dict[int,
         records.update(won)
         if grouped and won:
             groups[attr] = tuple(i for i, _ in won)
-    return list(records.items()), groups
+    return sorted(records.items(), key=lambda r: r[0]), groups
 
 
 def plan_members(candidates: Sequence[int]) -> list[tuple[int, ...]]:
