@@ -115,8 +115,9 @@ def _answer(stored: Stored, op: Any) -> Any:
                 stored.item = part["Put"]["Item"]
             if "Update" in part and "#tid" in part["Update"]["ExpressionAttributeNames"]:
                 if _taken(part["Update"], stored.item):
-                    reasons = [{"Code": "ConditionalCheckFailed" if r == "writes" else "None"}]
-                    return Cancelled(TXN_CANCELLED, (role,), tuple(reasons))
+                    roles = tuple(r for r, _ in op.parts)
+                    codes = ("ConditionalCheckFailed" if r == role else "None" for r in roles)
+                    return Cancelled(TXN_CANCELLED, roles, tuple({"Code": c} for c in codes))
                 stored.item = applied(part["Update"], stored.item)
             elif "Update" in part:
                 head = part["Update"]

@@ -103,9 +103,8 @@ def test_a_fan_out_is_one_group_smaller_than_its_records_apart() -> None:
     update = script.expect(lambda op: isinstance(op, WritesUpdate), True)
     script.returns()
     assert update.guards == ((0, 9),)
-    assert " AND ".join(f"attribute_not_exists(w{i})" for i in range(10)) == (
-        update.params["ConditionExpression"]
-    )
+    condition = " AND ".join(f"attribute_not_exists(w{i})" for i in range(10))
+    assert update.params["ConditionExpression"] == condition
     [(attr, group)] = update.records
     apart = store_writes(AT_C1, SENDS, "plan", core=make_core(group_writes=False)).item
     assert attrs(apart) == {f"w{i}" for i in range(10)}
@@ -163,7 +162,8 @@ def test_the_first_group_wins_over_a_later_one_starting_above_it() -> None:
     assert dict(w.records)[1] == dict(schema.parse_writes(first).records)[1]
     assert dict(w.records)[1] != dict(groups.unpack(item["w1"]["B"], 1, "k")[1])[1]
     assert w.groups == {0: (0, 1), 1: (2,)}
-    assert [(i, r.channel) for i, r in w.records] == [(-3, "__interrupt__"), (0, "x"), (1, "y"), (2, "z")]
+    channels = [(-3, "__interrupt__"), (0, "x"), (1, "y"), (2, "z")]
+    assert [(i, r.channel) for i, r in w.records] == channels
 
 
 def test_group_writes_false_writes_records_as_before() -> None:

@@ -207,3 +207,23 @@ def test_writes_cancelled_for_another_reason_are_an_error() -> None:
     reasons = {"CancellationReasons": [{"Code": "ValidationError"}, {"Code": "None"}]}
     script.expect(is_txn, script.pending.refused(TXN_CANCELLED, reasons))
     assert "ValidationError" in str(script.raises(S3SaverError))
+
+
+def test_across_regions_a_group_whose_span_is_taken_is_stored_one_by_one() -> None:
+    pair = [("a", "topic " * 50), ("b", "topic " * 50)]
+    script = Script(writes.put_writes(replica(), AT_C1, pair, "t"))
+    taken = {"CancellationReasons": [{"Code": "ConditionalCheckFailed"}, {"Code": "None"}]}
+    grouped = script.expect(is_txn, script.pending.refused(TXN_CANCELLED, taken))
+    singles = script.expect(is_txn, None)
+    script.returns()
+    update = grouped.params["TransactItems"][0]["Update"]
+    assert update["ConditionExpression"] == "attribute_not_exists(w0) AND attribute_not_exists(w1)"
+    parts = singles.params["TransactItems"]
+    assert "ConditionExpression" not in parts[0]["Update"] and "ConditionCheck" in parts[1]
+    assert sorted(records(parts[0]["Update"])) == ["w0", "w1"]
+    # The ownership check still wins over the group's condition.
+    script = Script(writes.put_writes(replica(), AT_C1, pair, "t"))
+    owner = {"Code": "ConditionalCheckFailed", "Item": {schema.REGION: schema.s("ap-south-1")}}
+    both = {"CancellationReasons": [{"Code": "ConditionalCheckFailed"}, owner]}
+    script.expect(is_txn, script.pending.refused(TXN_CANCELLED, both))
+    assert script.raises(ThreadOwnedElsewhereError).owner == "ap-south-1"

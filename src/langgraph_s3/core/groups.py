@@ -35,7 +35,6 @@ the seal); ``group_writes=False`` keeps writing single records for them
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core.entries import Record, record_from_wire
@@ -76,7 +75,8 @@ def unpack(data: bytes, attr: int, key: str) -> Stored:
         or indices[0] < attr
     ):
         raise CorruptObjectError(f"record {key!r} is not a group of pending writes", key=key)
-    return attr, [(i, record_from_wire(r, key)) for i, r in zip(indices, records, strict=True)], True
+    members = [(i, record_from_wire(r, key)) for i, r in zip(indices, records, strict=True)]
+    return attr, members, True
 
 
 def merge(stored: Iterable[Stored]) -> tuple[list[tuple[int, Record]], dict[int, tuple[int, ...]]]:
@@ -107,4 +107,3 @@ def plan_members(candidates: Sequence[int]) -> list[tuple[int, ...]]:
         else:
             runs.append([i])
     return [tuple(run) for run in runs if len(run) >= 2]
-

@@ -74,20 +74,14 @@ def put_writes(
     pk = core.layout.pk(thread_id)
     sk = core.layout.writes_sk(ns, cid, task_id)
     base = WritesUpdate(core.table, pk, sk, task_id, task_path, cid, core.now_ms(), ())
-    grouped = _groups(core, slot, records, packed) if core.group_writes else {}
-    inside = {i for members, _ in grouped.values() for i in members}
-    stored = {
-        i: grouped[i][1] if i in grouped else p
-        for i, p in packed.items()
-        if i in grouped or i not in inside
-    }
-    spans = {lo: members[-1] for lo, (members, _) in grouped.items()}
+    stored, grouped = _grouped(core, slot, records, packed)
+    spans = {lo: members[-1] for lo, members in grouped.items()}
     for update in writes_updates(base, stored, EXPR_BUDGET, spans):
         if (yield from _store(core, thread_id, update)):
             continue
         # A group's span holds a record already (a retry, or an earlier call of the
         # task): its writes one by one instead, each kept where one is stored.
-        again = {m: packed[m] for i, _ in update.records for m in grouped.get(i, ((i,), b""))[0]}
+        again = {m: packed[m] for i, _ in update.records for m in grouped.get(i, (i,))}
         for single in writes_updates(base, again, EXPR_BUDGET):
             yield from _store(core, thread_id, single)
 
@@ -106,9 +100,7 @@ def _store(core: SaverCore, thread_id: str, update: WritesUpdate) -> Flow[bool]:
     check_owner(core, thread_id, cancelled)
     if update.guards and "writes" in cancelled.failed_checks():
         return False
-    raise S3SaverError(
-        f"storing writes of task {update.task_id!r} failed: {cancelled.codes()}"
-    )
+    raise S3SaverError(f"storing writes of task {update.task_id!r} failed: {cancelled.codes()}")
 
 
 def _encode_writes(
@@ -134,25 +126,31 @@ def _encode_writes(
     return records, uploads
 
 
-def _groups(
+def _grouped(
     core: SaverCore,
     slot: tuple[str, str, str, str],
     records: Mapping[int, Record],
     packed: Mapping[int, bytes],
-) -> dict[int, tuple[tuple[int, ...], bytes]]:
-    """The groups of inline regular writes that make the item smaller than their
-    records apart (``packed``): lowest index -> (indices, group as stored, sealed to
-    the slot of that index). See ``core/groups.py``."""
+) -> tuple[dict[int, bytes], dict[int, tuple[int, ...]]]:
+    """The records to store (write index -> stored bytes), inline regular writes
+    grouped where that makes the item smaller than their records apart (``packed``),
+    and the groups (lowest index -> indices). See ``core/groups.py``."""
+    if not core.group_writes:
+        return dict(packed), {}
     inline = sorted(i for i, r in records.items() if i >= 0 and isinstance(r.entry, Inline))
-    out = {}
+    stored, grouped = dict(packed), {}
     for members in groups.plan_members(inline):
         group = groups.pack([(i, records[i]) for i in members], core.compression_level)
+        # Sealed to the slot of its lowest index, whose attribute holds it.
         data = seal_record(core, slot, members[0], group)
         # An attribute's name counts towards the item's size too.
         apart = sum(len(packed[i]) + len(record_attr(i)) for i in members)
         if len(data) + len(record_attr(members[0])) < apart:
-            out[members[0]] = (members, data)
-    return out
+            for i in members[1:]:
+                del stored[i]
+            stored[members[0]] = data
+            grouped[members[0]] = members
+    return stored, grouped
 
 
 def _packed(core: SaverCore, slot: tuple[str, str, str, str], index: int, record: Record) -> bytes:
