@@ -170,3 +170,14 @@ def test_group_writes_false_writes_records_as_before() -> None:
     item = store_writes(AT_C1, SENDS, "plan", core=make_core(group_writes=False)).item
     assert attrs(item) == {f"w{i}" for i in range(10)}
     assert all(item[a]["B"][:1] != codec.GROUP_RECORD for a in attrs(item))
+
+
+def test_a_flipped_bit_anywhere_in_a_group_is_corrupt() -> None:
+    item = store_writes(AT_C1, SENDS, "plan").item
+    data = item["w0"]["B"]
+    for at in sorted({0, 1, 2, 5, 9, 10, len(data) // 2, len(data) - 1}):
+        for bit in range(8):
+            damaged = bytearray(data)
+            damaged[at] ^= 1 << bit
+            with pytest.raises(CorruptObjectError):
+                schema.parse_writes({**item, "w0": schema.b(bytes(damaged))})
