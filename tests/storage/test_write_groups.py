@@ -94,6 +94,27 @@ def test_a_retry_keeps_the_first_group_and_another_call_adds_only_new_writes(
     assert item["w0"]["B"][:1] == codec.GROUP_RECORD
 
 
+def test_the_async_saver_stores_a_retry_one_by_one_too(server_backend: Backend) -> None:
+    other = [("__pregel_tasks", {"topic": "other", "worker": i}) for i in range(4)]
+
+    async def run() -> list[Any]:
+        async with server_backend.async_saver() as saver:
+            config = await saver.aput(
+                {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+                empty_checkpoint(),
+                {"step": 1},
+                {},
+            )
+            await saver.aput_writes(config, SENDS[:3], "plan")
+            await saver.aput_writes(config, other, "plan")  # its group's span is taken
+            found = await saver.aget_tuple(config)
+            assert found is not None
+            return list(found.pending_writes)
+
+    assert asyncio.run(run()) == [*[("plan", *w) for w in SENDS[:3]], ("plan", *other[3])]
+    assert attrs(writes_item(server_backend, "t")) == {"w0", "w1", "w2", "w3"}
+
+
 def test_a_special_write_sits_beside_a_group_and_is_replaced(inproc_backend: Backend) -> None:
     saver = inproc_backend.saver()
     config = checkpoint(saver, "t")
