@@ -9,11 +9,16 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import codec
-from langgraph_s3.core import chunkitems, objects, packs, read, schema
+from langgraph_s3.core import chunkitems, objects, packs, paging, read, schema
 from langgraph_s3.core.chunkitems import PUT_WRITE_UNITS, item_key, item_size, pays
 from langgraph_s3.core.entries import IN_INDEX
 from langgraph_s3.core.index import BatchGet, BatchWrite, Got
-from langgraph_s3.errors import CorruptObjectError, MissingObjectError, NotYetReplicatedError
+from langgraph_s3.errors import (
+    CorruptObjectError,
+    MissingObjectError,
+    NotYetReplicatedError,
+    StorageAccessError,
+)
 from langgraph_s3.operations import S3Get, Sleep, WaitUpload
 from langgraph_s3.regions import CrossRegion
 from tests.core.canned import checkpoint, config, from_bucket, is_query, make_core, page, store
@@ -223,6 +228,18 @@ def test_unprocessed_keys_are_asked_again_after_a_pause() -> None:
     assert again.keys == first.keys
     tup = script.returns()
     assert tup is not None and tup.checkpoint["channel_values"] == {"m": "hello"}
+
+
+def test_keys_unprocessed_round_after_round_fail_the_read_instead_of_waiting_on() -> None:
+    stored, script = one_item()
+    script.expect(is_query, page([stored.item]))
+    [first] = script.pending
+    for _ in range(paging.UNPROCESSED_ROUNDS):
+        script.step([Got([], list(first.keys))])
+        script.expect(Sleep)
+    script.step([Got([], list(first.keys))])
+    err = script.raises(StorageAccessError)
+    assert "1 entries of a BatchGetItem on table 't'" in str(err)
 
 
 def test_a_missing_chunk_item_is_a_missing_object_naming_the_item() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from langgraph_s3.core import paging, schema
 from langgraph_s3.core.index import BatchWrite, Page, Query, ScanSegment
+from langgraph_s3.errors import StorageAccessError
 from langgraph_s3.operations import Sleep
 from tests.core.canned import make_core, page
 from tests.core.script import Script
@@ -64,6 +65,20 @@ def test_batch_writes_go_25_a_request_at_once_and_deferred_ones_are_retried() ->
     script.expect(Sleep(0.2))  # backing off further
     script.expect([BatchWrite], [[]])
     script.returns()
+
+
+def test_a_batch_write_deferred_round_after_round_fails_instead_of_waiting_on() -> None:
+    script = Script(paging.put_items(make_core(), [key(1), key(2)]))
+    deferred = [{"PutRequest": {"Item": key(2)}}]
+    script.expect([BatchWrite], [deferred])
+    pauses = []
+    for _ in range(paging.UNPROCESSED_ROUNDS):
+        pause = script.expect(Sleep)
+        pauses.append(pause.seconds)
+        script.expect([BatchWrite], [deferred])
+    err = script.raises(StorageAccessError)
+    assert pauses[:3] == [0.1, 0.2, 0.4] and max(pauses) == 2.0 and sum(pauses) < 15
+    assert "1 entries of a BatchWriteItem on table 't'" in str(err) and "throttled" in str(err)
 
 
 def test_put_items_writes_whole_items_and_nothing_is_no_request() -> None:

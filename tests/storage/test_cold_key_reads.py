@@ -225,3 +225,31 @@ async def test_two_cold_reads_of_a_thread_at_once_load_its_key_once(
     sent = Counter(name for r in rounds for name in r)
     assert sent == {"Query": 3, "WaitKey": 1, "KmsDecrypt": 1}
     assert sorted(rounds) == [["KmsDecrypt"], ["Query", "Query"], ["WaitKey", "Query"]]
+
+
+@pytest.mark.parametrize("operation", ["copy_thread", "reencrypt_thread"])
+def test_a_resealed_thread_reads_cold_in_as_many_round_trips_as_a_put_one(
+    server_backend: Backend, kms_arn: str, operation: str
+) -> None:
+    """A sealed copy or a re-encryption gives a body in S3 the read hints a put gives it
+    (they name the re-sealed blobs): a cold read fetches the object and its blob in one
+    round trip. Without them it took one more (the object, then the blob)."""
+    stored_thread(server_backend, kms_arn, "solo", "s3")
+    writer = server_backend.saver(
+        encryption=Encryption(KmsKeyRing(kms_arn)),
+        kms_client=kms_client(server_backend),
+        index_inline_limit=0,  # as the thread was written: the body in S3, its value a blob
+    )
+    if operation == "copy_thread":
+        writer.copy_thread("solo", "copy")
+    else:
+        writer.reencrypt_thread("solo")
+    thread = "copy" if operation == "copy_thread" else "solo"
+    saver = server_backend.saver(
+        encryption=Encryption(KmsKeyRing(kms_arn)), kms_client=kms_client(server_backend)
+    )
+    rounds: Rounds = []
+    record(saver, rounds)
+    tup = saver.get_tuple(reads({"configurable": {"thread_id": thread}}, "latest"))
+    assert tup is not None and len(tup.checkpoint["channel_values"]["v"]) == 30_000
+    assert rounds == COLD["thread"] + OBJECTS

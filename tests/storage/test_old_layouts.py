@@ -6,14 +6,16 @@ release running the ``before`` part of each scenario in ``tests/layouts/scenario
 (``WRITTEN_BY``: ``v1``: 0.1.0, layout 1, commit 0aaf7d3; ``v2``: 0.2.0, with packs,
 layout 2, commit 61aa109; ``v3``: 0.3.0, with chunk lists, layout 3, commit 3192de3;
 ``v4``: 0.4.0 with ``encryption=``, sealed, layout 4, commit b3760f1; ``v41`` and
-``v41s``: the last release, 0.4.1, commit ace3d50, without and with ``encryption=``
-(layout 3 and 4, checkpoint items with the thread's incarnation ``g``); a sealed one
-is read with the key ring it keeps); see ``tests/layouts/write.py`` for how they were
-made. A fixture holds the threads of the scenarios that existed when it was written
-(its recorded ``threads``: those whose ``since`` is at most its layout), and every
-scenario's ``after`` part runs on every fixture holding its thread and must give there
-what it gives on ``InMemorySaver``. Today's code continues the threads with its
-default ``chunk_items=True`` (layout 5), so each continued thread mixes layouts.
+``v41s``: 0.4.1, commit ace3d50, without and with ``encryption=`` (layout 3 and 4,
+checkpoint items with the thread's incarnation ``g``); ``v50`` and ``v50s``: 0.5.0,
+commit a0da6af, without and with ``encryption=`` (layout 5: small chunks stored as chunk
+items of the thread's partition); a sealed one is read with the key ring it keeps); see
+``tests/layouts/write.py`` for how they were made. A fixture holds the threads of the
+scenarios that existed when it was written (its recorded ``threads``: those whose
+``since`` is at most its layout), and every scenario's ``after`` part runs on every
+fixture holding its thread and must give there what it gives on ``InMemorySaver``.
+Today's code continues the threads with its default ``chunk_items=True`` (layout 5), so
+each continued thread mixes layouts.
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ WRITTEN_BY = {
     "v4": ("0.4.0", "b3760f1", 4),
     "v41": ("0.4.1", "ace3d50", 3),
     "v41s": ("0.4.1", "ace3d50", 4),
+    "v50": ("0.5.0", "a0da6af", 5),
+    "v50s": ("0.5.0", "a0da6af", 5),
 }
+#: the fixtures written with ``encryption=``
+SEALED = {"v4", "v41s", "v50s"}
 PREFIX = "fx/"
 
 
@@ -110,16 +116,21 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     checkpoints = [i for i in fixture(layout)["items"] if schema.is_checkpoint_item(i)]
     release = tuple(int(part) for part in meta["version"].split("."))
     assert {schema.INCARNATION in i for i in checkpoints} == {release >= (0, 4, 1)}
-    assert ("ring" in meta) == (number(layout) == 4)
+    assert ("ring" in meta) == (layout in SEALED)
+    # 0.5.0 stores a call's small new chunks as chunk items (layout 5)
+    assert any(schema.is_chunk_item(i) for i in fixture(layout)["items"]) == (number(layout) >= 5)
     if "ring" in meta:
         assert_sealed(fixture(layout))
         return
     kinds = entry_kinds(layout)
-    assert {"i", "r"} <= kinds["body"] and {"i", "r"} <= kinds["write"]
+    assert {"i", "r"} <= kinds["write"]
+    # from layout 5 a body's small loose blobs are chunk items ("x") instead
+    assert {"i", "x" if number(layout) >= 5 else "r"} <= kinds["body"]
     assert ("p" in kinds["body"] | kinds["write"]) == (number(layout) >= 2)
     # layout 3: a chunk list named by pending writes and by the checkpoints taking them up
     lists = {where for where, found in kinds.items() if "l" in found}
     assert lists == ({"body", "write"} if number(layout) >= 3 else set())
+    assert ("x" in kinds["body"] | kinds["write"]) == (number(layout) >= 5)
 
 
 def assert_sealed(data: dict[str, Any]) -> None:
@@ -144,7 +155,7 @@ def assert_sealed(data: dict[str, Any]) -> None:
 
 
 def number(layout: str) -> int:
-    """The layout the fixture's release wrote (4: sealed)."""
+    """The layout the fixture's release wrote (4: sealed, before chunk items)."""
     return WRITTEN_BY[layout][2]
 
 
@@ -215,10 +226,12 @@ def test_old_and_mixed_threads_copy_prune_and_delete(backend: Backend, layout: s
 
 def test_the_collector_keeps_what_old_and_mixed_threads_use(backend: Backend, layout: str) -> None:
     loaded(backend, layout)
+    written = [i for i in backend.items() if schema.is_chunk_item(i)]  # by 0.5.0 on
     SCENARIOS[4].after(lambda: open_saver(backend, layout))  # direct: now mixed
     # with layout 5 checkpoints: the continued document's new chunk is a chunk item
     chunk_items = [i for i in backend.items() if schema.is_chunk_item(i)]
-    assert chunk_items and {schema.pk_of(i) for i in chunk_items} == {f"{PREFIX}direct"}
+    added = [i for i in chunk_items if i not in written]
+    assert added and {schema.pk_of(i) for i in added} == {f"{PREFIX}direct"}
     saver = open_saver(backend, layout)
     threads = ("approval", "failing", "fanout")
     before = {t: history(backend, layout, t) for t in threads}

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.core import replication, schema
 from langgraph_s3.core.index import BatchGet, BatchWrite, Key, key, put_requests
-from langgraph_s3.core.paging import batch_write
+from langgraph_s3.core.paging import batch_write, unprocessed_backoff
 from langgraph_s3.errors import NotYetReplicatedError
 from langgraph_s3.operations import Flow, Sleep, perform, perform_all
 
@@ -173,5 +173,5 @@ def _get(core: SaverCore, keys: Sequence[Key]) -> Flow[dict[tuple[str, str], byt
         pending = [k for answer in got for k in answer.unprocessed]
         if pending:
             attempt += 1
-            yield from perform(Sleep(min(0.05 * 2**attempt, 2.0)))
+            yield from unprocessed_backoff(core, attempt, len(pending), "BatchGetItem")
     return found

@@ -224,7 +224,7 @@ def _checkpoint_item(
     if values.in_index(core, body):
         item[schema.BODY] = b(body)
     else:
-        item.update(_prefetch(entries))
+        item.update(prefetch_hints(entries))
     if parent_id is not None:
         item[schema.PARENT] = s(parent_id)
     if isinstance(md.get("run_id"), str) and md["run_id"]:
@@ -237,7 +237,7 @@ def _checkpoint_item(
     return item
 
 
-def _prefetch(entries: Mapping[str, Entry]) -> dict[str, Any]:
+def prefetch_hints(entries: Mapping[str, Entry]) -> dict[str, Any]:
     """What a checkpoint item whose body is in S3 names for a reader to fetch beside
     the object: loose blobs and chunk lists (``pf``), pack ranges (``pp``) and chunk
     items (``pi``)."""

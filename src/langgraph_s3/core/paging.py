@@ -15,12 +15,17 @@ from langgraph_s3.core.index import (
     delete_requests,
     put_requests,
 )
+from langgraph_s3.errors import StorageAccessError
 from langgraph_s3.operations import Flow, Sleep, perform, perform_all
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
 
 _BATCH_WRITE = 25
+#: Rounds of asking again what a BatchWriteItem or BatchGetItem left unprocessed
+#: (DynamoDB does so when the table is throttled): about 13 s of backoff in all, as
+#: AWS's SDKs allow DynamoDB's own retries, then the call fails instead of waiting on.
+UNPROCESSED_ROUNDS = 10
 P = TypeVar("P", bound=Paged)
 
 
@@ -68,4 +73,19 @@ def batch_write(core: SaverCore, requests: Sequence[Mapping[str, Any]]) -> Flow[
         pending = [r for d in deferred for r in d]
         if pending:
             attempt += 1
-            yield from perform(Sleep(min(0.05 * 2**attempt, 2.0)))
+            yield from unprocessed_backoff(core, attempt, len(pending), "BatchWriteItem")
+
+
+def unprocessed_backoff(core: SaverCore, attempt: int, left: int, request: str) -> Flow[None]:
+    """The pause before round ``attempt`` of asking again for the ``left`` entries a
+    ``request`` left unprocessed; after ``UNPROCESSED_ROUNDS`` rounds,
+    :class:`StorageAccessError` (nothing was committed on their account)."""
+    if attempt > UNPROCESSED_ROUNDS:
+        raise StorageAccessError(
+            f"DynamoDB left {left} entries of a {request} on table {core.table!r} "
+            f"unprocessed {UNPROCESSED_ROUNDS} times: the table is throttled (its "
+            "provisioned capacity, or a hot partition, is exhausted). Nothing that needed "
+            "them was committed; retry later, or raise the table's capacity (on-demand "
+            "tables absorb bursts after a while)"
+        )
+    yield from perform(Sleep(min(0.05 * 2**attempt, 2.0)))

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core import groups, lists, packs, schema, values
+from langgraph_s3.core.commit import prefetch_hints
 from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import IN_INDEX, Blobs, Entry, Envelope, Inline, Listed, Record
 from langgraph_s3.core.index import Item
@@ -130,11 +131,14 @@ def _copy_batch(
     renamer.payloads = yield from fetch_chunks(core, refs)
     out, puts = [], []
     for row, env, its, ws in zip(rows, envs, items, parsed, strict=True):
-        item, put = copied_item(core, row, values.frame_body(core, _renamed(renamer, env)), dst)
-        # The read hints name the source's blobs, packs and chunk items (their names
-        # under its key).
+        renamed = _renamed(renamer, env)
+        item, put = copied_item(core, row, values.frame_body(core, renamed), dst)
+        # The source's read hints name its blobs, packs and chunk items (their names
+        # under its key): a body in S3 gets the copy's own, as a put would give it.
         for hint in (schema.PREFETCH, schema.PACK_PREFETCH, schema.ITEM_PREFETCH):
             item.pop(hint, None)
+        if put is not None:
+            item.update(prefetch_hints(renamed.channels))
         out.append(item)
         puts += [] if put is None else [put]
         out += [_copied_writes(core, renamer, row, i, w) for i, w in zip(its, ws, strict=True)]
