@@ -56,6 +56,9 @@ _RAW_SUMMED = b"\x03"
 _ZSTD_SUMMED = b"\x04"
 #: A sealed record: the tag, then a record of tag 3 or 4 sealed to its write slot.
 SEALED_RECORD = b"\x05"
+#: A group of records (``core/groups.py``): the tag, then a record of tag 3 or 4
+#: holding several writes, compressed together. Releases before it refuse the tag.
+GROUP_RECORD = b"\x06"
 _SUM_LEN = 8
 _RECORD_COMPRESS_MIN = 256
 
@@ -215,6 +218,23 @@ def pack_record(obj: Any, level: int) -> bytes:
         if len(packed) + 1 < len(raw):
             return _ZSTD_SUMMED + record_sum(raw) + packed
     return _RAW_SUMMED + record_sum(raw) + raw
+
+
+def pack_group(obj: Any, level: int) -> bytes:
+    """Pack a group of records (:data:`GROUP_RECORD`): a record with a tag of its own."""
+    return GROUP_RECORD + pack_record(obj, level)
+
+
+def unpack_group(data: bytes, *, key: str) -> Any:
+    """Unpack a group of records read from ``key``, verifying its checksum."""
+    inner = data[1:]
+    if data[:1] != GROUP_RECORD or inner[:1] not in (_RAW_SUMMED, _ZSTD_SUMMED):
+        raise CorruptObjectError(
+            f"record {key!r} is not a group of records with a checksum; it was altered "
+            "after it was written",
+            key=key,
+        )
+    return unpack_record(inner, key=key)
 
 
 def unpack_record(data: bytes, *, key: str) -> Any:

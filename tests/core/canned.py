@@ -8,6 +8,7 @@ those back to a reading flow, so reads are tested on exactly what puts write.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -109,10 +110,14 @@ def _answer(stored: Stored, op: Any) -> Any:
             stored.chunk_items[item[schema.PK]["S"], item[schema.SK]["S"]] = dict(item)
         return []
     if isinstance(op, Transact):
-        for _, part in op.parts:
+        for role, part in op.parts:
             if "Put" in part:
                 stored.item = part["Put"]["Item"]
             if "Update" in part and "#tid" in part["Update"]["ExpressionAttributeNames"]:
+                if _taken(part["Update"], stored.item):
+                    roles = tuple(r for r, _ in op.parts)
+                    codes = ("ConditionalCheckFailed" if r == role else "None" for r in roles)
+                    return Cancelled(TXN_CANCELLED, roles, tuple({"Code": c} for c in codes))
                 stored.item = applied(part["Update"], stored.item)
             elif "Update" in part:
                 head = part["Update"]
@@ -126,8 +131,16 @@ def _answer(stored: Stored, op: Any) -> Any:
                 }
         return None
     assert isinstance(op, WritesUpdate), op
+    if _taken(op.params, stored.item):
+        return False
     stored.item = applied(op.update(), stored.item)
-    return None
+    return True
+
+
+def _taken(update: Mapping[str, Any], item: Mapping[str, Any]) -> bool:
+    """Whether a writes update's condition (a group's span is free) fails on ``item``."""
+    names = re.findall(r"attribute_not_exists\((\w+)\)", update.get("ConditionExpression", ""))
+    return any(name in item for name in names)
 
 
 def store(

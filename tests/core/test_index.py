@@ -382,7 +382,27 @@ def test_a_writes_update_keeps_regular_writes_and_replaces_special_ones() -> Non
     assert update.update() == params
     assert update.call() == ("update_item", params)
     assert update.part() == ("writes", {"Update": params})
-    assert update.result({}) is None and update.expect == frozenset()  # type: ignore[func-returns-value]
+    assert update.result({}) is True
+
+
+def test_a_writes_update_stores_a_group_only_where_its_span_is_free() -> None:
+    update = replace(WRITES, records=((1, b"g"), (-1, b"e")), guards=((1, 3),))
+    params = update.params
+    assert "w1 = if_not_exists(w1, :w1)" in params["UpdateExpression"]
+    assert params["ConditionExpression"] == (
+        "attribute_not_exists(w1) AND attribute_not_exists(w2) AND attribute_not_exists(w3)"
+    )
+    assert update.part() == ("writes", {"Update": params})
+    assert "ConditionExpression" not in update.update()  # the bare update, for other uses
+    # Refused: the caller stores the writes one by one instead.
+    assert update.result({}) is True
+    assert update.refused("ConditionalCheckFailedException", {}) is False
+    assert "ConditionalCheckFailedException" in update.expect
+    spans = writes_updates(WRITES, {0: b"a", 1: b"g", 5: b"b"}, 4000, {1: 3})
+    assert [u.guards for u in spans] == [((1, 3),)]
+    # A group's condition counts towards the expression budget.
+    split = writes_updates(WRITES, {0: b"a", 1: b"g"}, 60, {1: 3})
+    assert [(u.records, u.guards) for u in split] == [(((0, b"a"),), ()), (((1, b"g"),), ((1, 3),))]
 
 
 def test_writes_updates_are_one_request_unless_the_expression_budget_splits_them() -> None:

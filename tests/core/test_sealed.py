@@ -220,7 +220,7 @@ def test_plaintext_is_refused_and_a_plain_core_cannot_read_sealed_data() -> None
 
 
 def test_a_record_opens_only_at_its_own_slot() -> None:
-    core = sealed_core()
+    core = sealed_core(group_writes=False)
     c1 = store(config(), checkpoint("c1", {"x": 1}), core=core)
     w1 = store_writes(config(cid="c1"), [("a", 1), ("b", 2)], "task", core=core)
     w = schema.parse_writes(w1.item, encrypted=True)
@@ -235,6 +235,32 @@ def test_a_record_opens_only_at_its_own_slot() -> None:
     sealed.open_writes(core, "t1", "", [w])
     assert [(i, r.channel) for i, r in w.records] == [(0, "a"), (1, "b")]
     assert c1.item
+
+
+def test_a_group_opens_only_at_its_own_slot_and_attribute() -> None:
+    core = sealed_core()
+    store(config(), checkpoint("c1", {"x": 1}), core=core)
+    topic = "the same topic " * 30
+    w1 = store_writes(config(cid="c1"), [("x", 0), ("a", topic), ("b", topic)], "task", core=core)
+    assert {k for k in w1.item if schema.record_index(k) is not None} == {"w0"}
+    assert w1.item["w0"]["B"][:1] == codec.SEALED_RECORD
+    w = schema.parse_writes(w1.item, encrypted=True)
+    assert not w.records and len(w.sealed) == 1
+    with pytest.raises(SealedObjectError, match="pending write 0 of task 'task'"):
+        sealed.open_writes(core, "t1", "other-ns", [w])
+    # Moved to another attribute, or another task's slot, it does not open.
+    moved = {k: v for k, v in w1.item.items() if k != "w0"}
+    w = schema.parse_writes({**moved, "w2": w1.item["w0"]}, encrypted=True)
+    with pytest.raises(SealedObjectError, match="pending write 2 of task 'task'") as info:
+        sealed.open_writes(core, "t1", "", [w])
+    assert info.value.key.endswith("|w2")
+    w = schema.parse_writes({**w1.item, schema.TASK_ID: schema.s("other")}, encrypted=True)
+    with pytest.raises(SealedObjectError, match="task 'other'"):
+        sealed.open_writes(core, "t1", "", [w])
+    w = schema.parse_writes(w1.item, encrypted=True)
+    sealed.open_writes(core, "t1", "", [w])
+    assert [(i, r.channel) for i, r in w.records] == [(0, "x"), (1, "a"), (2, "b")]
+    assert w.groups == {0: (0, 1, 2)}
 
 
 def test_a_pack_of_sealed_frames_still_cuts_into_frames() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import codec
-from langgraph_s3.core import packs, schema, writes
+from langgraph_s3.core import groups, packs, schema, writes
 from langgraph_s3.core.index import TXN_CANCELLED
 from langgraph_s3.errors import InvalidConfigError, S3SaverError, ThreadOwnedElsewhereError
 from langgraph_s3.operations import IndexRequest, S3Put
@@ -22,12 +22,20 @@ ERROR, INTERRUPT = "__error__", "__interrupt__"  # special writes (WRITES_IDX_MA
 
 
 def records(update: dict[str, Any]) -> dict[str, list[Any]]:
-    """Attribute -> unpacked record, of one update request."""
+    """Attribute of each write -> unpacked record, of one update request (a group's
+    writes under the attributes of their indices)."""
     out = {}
     for placeholder, value in update["ExpressionAttributeValues"].items():
-        if schema.record_index(placeholder[1:]) is not None:
-            out[placeholder[1:]] = codec.unpack_record(value["B"], key="test")
+        attr = schema.record_index(placeholder[1:])
+        if attr is not None:
+            for i, rec in groups.unpack(value["B"], attr, "test")[1]:
+                out[schema.record_attr(i)] = rec.wire()
     return out
+
+
+def stored_attrs(item: dict[str, Any]) -> set[str]:
+    """The record attributes of a writes item."""
+    return {k for k in item if schema.record_index(k) is not None}
 
 
 def is_update(op: Any) -> bool:
@@ -36,7 +44,7 @@ def is_update(op: Any) -> bool:
 
 def test_a_tasks_writes_are_one_update_of_its_item() -> None:
     script = Script(writes.put_writes(make_core(), AT_C1, [("a", 1), ("b", "two")], "task-1", "~0"))
-    update = script.expect(is_update, None)
+    update = script.expect(is_update, True)
     script.returns()
     assert update.params["Key"] == {
         schema.PK: schema.s("t1"),
@@ -86,7 +94,7 @@ def test_a_record_larger_than_the_index_limit_goes_to_a_blob_the_checkpoint_re_u
     big, small = os.urandom(5_000).hex(), os.urandom(1_000).hex()  # ~5 KB, ~1 KB records
     script = Script(writes.put_writes(core, AT_C1, [("big", big), ("small", small)], "t"))
     [put] = script.expect([S3Put], [None])
-    update = script.expect(is_update, None)
+    update = script.expect(is_update, True)
     script.returns()
     recs = records(update.params)
     assert recs["w0"][1][0] == "r" and recs["w1"][1][0] == "i"
@@ -110,7 +118,7 @@ def test_writes_too_large_together_for_one_item_move_to_blobs_largest_first() ->
     puts = script.expect(
         lambda ops: all(isinstance(op, S3Put) for op in ops), [None] * len(script.pending)
     )
-    update = script.expect(is_update, None)
+    update = script.expect(is_update, True)
     script.returns()
     recs = records(update.params)
     moved = sorted(int(attr[1:]) for attr, (_, entry) in recs.items() if entry[0] in "rp")
@@ -123,22 +131,30 @@ def test_writes_too_large_together_for_one_item_move_to_blobs_largest_first() ->
     assert sum(len(v["B"]) for k, v in packed.items() if k[1:] in recs) <= writes.ITEM_BUDGET
 
 
-def test_many_writes_split_into_updates_under_the_expression_limit() -> None:
+@pytest.mark.parametrize("grouped", [True, False])
+def test_many_writes_split_into_updates_under_the_expression_limit(grouped: bool) -> None:
     many = [(f"channel_{i}", i) for i in range(300)]
-    script = Script(writes.put_writes(make_core(), AT_C1, many, "t", "~path"))
+    core = make_core(group_writes=grouped)
+    script = Script(writes.put_writes(core, AT_C1, many, "t", "~path"))
     updates = []
     while script.pending is not None:
         updates.append(script.expect(is_update, None))
     script.returns()
     assert len(updates) > 1
     assert all(len(u.params["UpdateExpression"]) <= 4096 for u in updates)
+    assert all(len(u.params.get("ConditionExpression", "")) <= 4096 for u in updates)
     got: dict[str, list[Any]] = {}
     for u in updates:
         got.update(records(u.params))
         assert u.params["Key"] == updates[0].params["Key"]
         assert u.params["ExpressionAttributeValues"][":tp"] == schema.s("~path")
     assert sorted(got) == sorted(f"w{i}" for i in range(300))
-    assert store_writes(AT_C1, many, "t").item.keys() >= {f"w{i}" for i in range(300)}
+    item = store_writes(AT_C1, many, "t", core=make_core(group_writes=grouped)).item
+    # Groups span at most GROUP_SPAN attributes: one per hundred writes.
+    assert stored_attrs(item) == (
+        {"w0", "w100", "w200"} if grouped else {f"w{i}" for i in range(300)}
+    )
+    assert [i for i, _ in schema.parse_writes(item).records] == list(range(300))
 
 
 @pytest.mark.parametrize(
@@ -191,3 +207,23 @@ def test_writes_cancelled_for_another_reason_are_an_error() -> None:
     reasons = {"CancellationReasons": [{"Code": "ValidationError"}, {"Code": "None"}]}
     script.expect(is_txn, script.pending.refused(TXN_CANCELLED, reasons))
     assert "ValidationError" in str(script.raises(S3SaverError))
+
+
+def test_across_regions_a_group_whose_span_is_taken_is_stored_one_by_one() -> None:
+    pair = [("a", "topic " * 50), ("b", "topic " * 50)]
+    script = Script(writes.put_writes(replica(), AT_C1, pair, "t"))
+    taken = {"CancellationReasons": [{"Code": "ConditionalCheckFailed"}, {"Code": "None"}]}
+    grouped = script.expect(is_txn, script.pending.refused(TXN_CANCELLED, taken))
+    singles = script.expect(is_txn, None)
+    script.returns()
+    update = grouped.params["TransactItems"][0]["Update"]
+    assert update["ConditionExpression"] == "attribute_not_exists(w0) AND attribute_not_exists(w1)"
+    parts = singles.params["TransactItems"]
+    assert "ConditionExpression" not in parts[0]["Update"] and "ConditionCheck" in parts[1]
+    assert sorted(records(parts[0]["Update"])) == ["w0", "w1"]
+    # The ownership check still wins over the group's condition.
+    script = Script(writes.put_writes(replica(), AT_C1, pair, "t"))
+    owner = {"Code": "ConditionalCheckFailed", "Item": {schema.REGION: schema.s("ap-south-1")}}
+    both = {"CancellationReasons": [{"Code": "ConditionalCheckFailed"}, owner]}
+    script.expect(is_txn, script.pending.refused(TXN_CANCELLED, both))
+    assert script.raises(ThreadOwnedElsewhereError).owner == "ap-south-1"

@@ -78,7 +78,7 @@ def test_a_body_swapped_with_its_parents_does_not_open(inproc_backend: Backend, 
 
 
 def test_a_write_moved_to_another_slot_does_not_open(inproc_backend: Backend, enc: Any) -> None:
-    saver = inproc_backend.saver(encryption=enc)
+    saver = inproc_backend.saver(encryption=enc, group_writes=False)  # groups: test_write_groups
     config = put(saver, "t", "x")
     saver.put_writes(config, [("a", 1), ("b", 2)], "task-1")
     writes = item(inproc_backend, "t", "#w#task-1")

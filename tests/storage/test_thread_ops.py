@@ -30,7 +30,8 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, StateSnapshot, interrupt
 
-from langgraph_s3 import AsyncS3Saver, codec
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.core import groups, schema
 from langgraph_s3.errors import InvalidConfigError, ThreadExistsError
 from langgraph_s3.keys import encode_segment
 from tests.conftest import Backend
@@ -669,9 +670,10 @@ def stored_writes(backend: Backend, thread_id: str) -> dict[str, str]:
         if item["pk"]["S"] != encode_segment(thread_id) or "tid" not in item:
             continue
         for name, attr in item.items():
-            if name[:1] in "wm" and name[1:].isdigit():
-                channel, entry = codec.unpack_record(attr["B"], key=name)
-                out[channel] = entry[0]
+            index = schema.record_index(name)
+            if index is not None:  # a record, or a group of them
+                for _, record in groups.unpack(attr["B"], index, name)[1]:
+                    out[record.channel] = record.entry.wire()[0]
     return out
 
 

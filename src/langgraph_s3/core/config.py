@@ -57,6 +57,11 @@ class SaverOptions(TypedDict, total=False):
             docs/layout.md, "Chunk items"). False writes layout 4 as before; chunk
             items are read either way. Releases before layout 5 cannot read a
             checkpoint that names one.
+        group_writes: Store a ``put_writes`` call's small regular writes as one
+            record compressed together when that makes the item smaller (default
+            True; see docs/layout.md, "Grouped records"). False writes one record per
+            write as before; groups are read either way. Releases before grouped
+            records cannot read a task's writes that hold one.
     """
 
     inline_threshold: int
@@ -69,6 +74,7 @@ class SaverOptions(TypedDict, total=False):
     clock: Callable[[], float]
     encryption: Encryption | KeyRing | None
     chunk_items: bool
+    group_writes: bool
 
 
 #: Other savers' names for our options (DynamoDBSaver's ``table_name``, boto3's

@@ -13,8 +13,9 @@ with the source thread's key and sealed again with the target's:
   that older releases read (no chunk item) stays so;
 * bodies get the renamed entries and are sealed to the target's places, then go
   into their index items (or S3) as a put would store them;
-* pending-write records are re-sealed to the target's write slots; writes items of
-  checkpoints that never committed (garbage for ``gc``) are not copied.
+* pending-write records (and groups of them) are re-sealed to the target's write
+  slots; writes items of checkpoints that never committed (garbage for ``gc``) are
+  not copied.
 
 The copy reads the whole source a batch of checkpoints at a time; nothing of the
 target is visible before its index items are written (``threads.copy_thread``).
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
-from langgraph_s3.core import lists, packs, schema, values
+from langgraph_s3.core import groups, lists, packs, schema, values
 from langgraph_s3.core.commit import prefetch_hints
 from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import IN_INDEX, Blobs, Entry, Envelope, Inline, Listed, Record
@@ -171,13 +172,22 @@ def _renamed(renamer: _Renamer, env: Envelope) -> Envelope:
 def _copied_writes(
     core: SaverCore, renamer: _Renamer, row: Row, item: Mapping[str, Any], w: WritesRow
 ) -> dict[str, Any]:
-    """A writes item for the target thread, its records re-sealed to their new slots."""
-    out = {**item, PK: s(core.layout.pk(renamer.dst))}
+    """A writes item for the target thread, its records re-sealed to their new slots:
+    each group as the writes it gives (``WritesRow.groups``; one by one with
+    ``group_writes=False``, for older releases), the other writes one by one; a
+    record another one overrides (``groups.merge``) is not copied."""
+    out = {k: v for k, v in item.items() if schema.record_index(k) is None}
+    out[PK] = s(core.layout.pk(renamer.dst))
     slot = (renamer.dst, row.ns, w.checkpoint_id, w.task_id)
-    for index, rec in w.records:
-        packed = codec.pack_record(
-            Record(rec.channel, renamer.entry(rec.entry)).wire(), core.compression_level
-        )
+    records = {i: Record(rec.channel, renamer.entry(rec.entry)) for i, rec in w.records}
+    level = core.compression_level
+    grouped = w.groups if core.group_writes else {}
+    inside = {i for members in grouped.values() for i in members}
+    for index in (i for i in records if i not in inside):
+        packed = codec.pack_record(records[index].wire(), level)
+        out[schema.record_attr(index)] = b(seal_record(core, slot, index, packed))
+    for index, members in grouped.items():
+        packed = groups.pack([(i, records[i]) for i in members], level)
         out[schema.record_attr(index)] = b(seal_record(core, slot, index, packed))
     return out
 

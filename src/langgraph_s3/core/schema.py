@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langgraph_s3 import codec
-from langgraph_s3.core.entries import Record, record_from_wire
+from langgraph_s3.core import groups
+from langgraph_s3.core.entries import Record
 
 # Keys of every item.
 PK, SK = "pk", "sk"
@@ -171,13 +172,18 @@ class WritesRow:
     task_id: str
     task_path: str
     checkpoint_id: str
-    records: list[tuple[int, Record]]  # (write index, record)
+    #: (write index, record): one per index, groups and single records merged
+    #: (``groups.merge``: the first one stored).
+    records: list[tuple[int, Record]]
     sk: str
     #: With encryption, the sealed records not opened yet: (write index, stored bytes,
     #: where); ``sealed.open_writes`` opens them once the thread and namespace are known.
     sealed: list[tuple[int, bytes, str]] = field(default_factory=list)
     #: With encryption, where records stored without it were found (refused on opening).
     plain: list[str] = field(default_factory=list)
+    #: The groups of records (``core/groups.py``) that give some of ``records``: the
+    #: write index of the attribute holding each -> the write indices it gives.
+    groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 def is_checkpoint_item(item: Mapping[str, Any]) -> bool:
@@ -252,18 +258,19 @@ def parse_writes(item: dict[str, Any], *, encrypted: bool = False) -> WritesRow:
     ``encrypted``: the saver has encryption; records are kept aside, sealed ones to
     be opened (``sealed.open_writes``), others to be refused.
     """
-    records, sealed, plain = [], [], []
+    stored, sealed, plain = [], [], []
     for name, attr in item.items():
         idx = record_index(name)
         if idx is not None:
             key = f"{item[PK]['S']}|{item[SK]['S']}|{name}"
             data = attr["B"]
             if not encrypted:
-                records.append((idx, record_from_wire(codec.unpack_record(data, key=key), key)))
+                stored.append(groups.unpack(data, idx, key))
             elif data[:1] == codec.SEALED_RECORD:
                 sealed.append((idx, data, key))
             else:
                 plain.append(key)
+    records, grouped = groups.merge(stored)
     return WritesRow(
         task_id=item[TASK_ID]["S"],
         task_path=item.get(TASK_PATH, {}).get("S", ""),
@@ -272,6 +279,7 @@ def parse_writes(item: dict[str, Any], *, encrypted: bool = False) -> WritesRow:
         sk=item[SK]["S"],
         sealed=sealed,
         plain=plain,
+        groups=grouped,
     )
 
 

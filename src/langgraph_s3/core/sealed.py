@@ -19,7 +19,8 @@ Theory of operation:
   :class:`~langgraph_s3.sealing.BodyPlace` and stored as a frame of kind ``S``
   (``codec.seal_frame``), in S3 or in the index item; the index digest ``h`` covers
   the stored (sealed) bytes.
-* **Records.** A pending-write record (tag 3 or 4, its checksum inside) is sealed to
+* **Records.** A pending-write record (tag 3 or 4, its checksum inside; or a group of
+  them, tag 6, sealed to the place of its attribute's index) is sealed to
   its :class:`~langgraph_s3.sealing.WritePlace` and stored after the tag
   ``codec.SEALED_RECORD``. Parsing an item keeps sealed records aside
   (``WritesRow.sealed``) until the thread and namespace are known: :func:`open_writes`.
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from langgraph_s3 import codec
 from langgraph_s3.cache import LRU
-from langgraph_s3.core.entries import record_from_wire
+from langgraph_s3.core import groups
 from langgraph_s3.errors import (
     DataKeyError,
     InvalidConfigError,
@@ -368,16 +369,20 @@ def open_writes(core: SaverCore, thread_id: str, ns: str, writes: Sequence[Write
     for w in writes:
         if w.plain:
             raise _plaintext(f"pending-write record {w.plain[0]!r}", w.plain[0])
+        if not w.sealed:
+            continue  # opened already (records are all sealed or refused)
         # An item's records are opened all or none, so a caller may retry.
         opened = []
         for index, data, where in w.sealed:
             key = _opener(core, core.layout.thread_prefix(thread_id), data[1:], where)[1]
+            # A group is sealed to the slot of the index of its attribute, like a
+            # record: moved to another attribute or slot, it does not open.
             place = WritePlace(core.layout.prefix, thread_id, ns, w.checkpoint_id, w.task_id, index)
             raw = open_sealed(key, data[1:], place, where=where)
             if raw[:1] == codec.SEALED_RECORD:  # sealed twice is not a record we write
                 raise _plaintext(f"pending-write record {where!r}", where)
-            opened.append((index, record_from_wire(codec.unpack_record(raw, key=where), where)))
-        w.records.extend(opened)
+            opened.append(groups.unpack(raw, index, where))
+        w.records, w.groups = groups.merge(opened)
         w.sealed.clear()
 
 

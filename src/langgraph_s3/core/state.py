@@ -119,6 +119,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         clock: Callable[[], float] = time.time,
         encryption: Encryption | KeyRing | None = None,
         chunk_items: bool = True,
+        group_writes: bool = True,
     ) -> None:
         check_settings(
             bucket=bucket,
@@ -149,6 +150,8 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.touch_on_read = touch_on_read
         #: Store small new chunks as chunk items (``core/chunkitems.py``), not blobs.
         self.chunk_items = chunk_items
+        #: Store a call's small writes as one record (``core/groups.py``).
+        self.group_writes = group_writes
         self.region_name = region_name
         self.cross_region = cross_region
         #: Client-side encryption (``core/sealed.py``); None: nothing is sealed.

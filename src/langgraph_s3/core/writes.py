@@ -10,20 +10,21 @@ retried task resends the same values), special ones (``__error__``, ``__interrup
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import codec
-from langgraph_s3.core import lists
+from langgraph_s3.core import groups, lists
 from langgraph_s3.core.commit import check_owner, ownership_parts
 from langgraph_s3.core.config import WRITE_INLINE_THRESHOLD, checkpoint_id_of, thread_ns
 from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Inline, Record
 from langgraph_s3.core.index import Transact, WritesUpdate, writes_updates
 from langgraph_s3.core.objects import store_chunks
+from langgraph_s3.core.schema import record_attr
 from langgraph_s3.core.sealed import seal_record
 from langgraph_s3.core.values import encode_value, remember_value, writes_value
 from langgraph_s3.errors import InvalidConfigError, S3SaverError
@@ -73,16 +74,33 @@ def put_writes(
     pk = core.layout.pk(thread_id)
     sk = core.layout.writes_sk(ns, cid, task_id)
     base = WritesUpdate(core.table, pk, sk, task_id, task_path, cid, core.now_ms(), ())
-    owner = ownership_parts(core, pk)
-    for update in writes_updates(base, packed, EXPR_BUDGET):
-        if not owner:
-            yield update
+    stored, grouped = _grouped(core, slot, records, packed)
+    spans = {lo: members[-1] for lo, members in grouped.items()}
+    for update in writes_updates(base, stored, EXPR_BUDGET, spans):
+        if (yield from _store(core, thread_id, update)):
             continue
-        # Cross-region: the write and the ownership check in one request.
-        cancelled = yield from perform(Transact((update.part(), *owner)))
-        if cancelled is not None:
-            check_owner(core, thread_id, cancelled)
-            raise S3SaverError(f"storing writes of task {task_id!r} failed: {cancelled.codes()}")
+        # A group's span holds a record already (a retry, or an earlier call of the
+        # task): its writes one by one instead, each kept where one is stored.
+        again = {m: packed[m] for i, _ in update.records for m in grouped.get(i, (i,))}
+        for single in writes_updates(base, again, EXPR_BUDGET):
+            yield from _store(core, thread_id, single)
+
+
+def _store(core: SaverCore, thread_id: str, update: WritesUpdate) -> Flow[bool]:
+    """Send ``update``; whether it was stored (False: a group's span was taken; an
+    update without groups is always stored, or raises)."""
+    owner = ownership_parts(core, update.pk)
+    if not owner:
+        stored = yield from perform(update)
+        return stored or not update.guards
+    # Cross-region: the write and the ownership check in one request.
+    cancelled = yield from perform(Transact((update.part(), *owner)))
+    if cancelled is None:
+        return True
+    check_owner(core, thread_id, cancelled)
+    if update.guards and "writes" in cancelled.failed_checks():
+        return False
+    raise S3SaverError(f"storing writes of task {update.task_id!r} failed: {cancelled.codes()}")
 
 
 def _encode_writes(
@@ -106,6 +124,33 @@ def _encode_writes(
         # a later special write replaces an earlier one
         records[widx] = Record(channel, lists.spill(entry))
     return records, uploads
+
+
+def _grouped(
+    core: SaverCore,
+    slot: tuple[str, str, str, str],
+    records: Mapping[int, Record],
+    packed: Mapping[int, bytes],
+) -> tuple[dict[int, bytes], dict[int, tuple[int, ...]]]:
+    """The records to store (write index -> stored bytes), inline regular writes
+    grouped where that makes the item smaller than their records apart (``packed``),
+    and the groups (lowest index -> indices). See ``core/groups.py``."""
+    if not core.group_writes:
+        return dict(packed), {}
+    inline = sorted(i for i, r in records.items() if i >= 0 and isinstance(r.entry, Inline))
+    stored, grouped = dict(packed), {}
+    for members in groups.plan_members(inline):
+        group = groups.pack([(i, records[i]) for i in members], core.compression_level)
+        # Sealed to the slot of its lowest index, whose attribute holds it.
+        data = seal_record(core, slot, members[0], group)
+        # An attribute's name counts towards the item's size too.
+        apart = sum(len(packed[i]) + len(record_attr(i)) for i in members)
+        if len(data) + len(record_attr(members[0])) < apart:
+            for i in members[1:]:
+                del stored[i]
+            stored[members[0]] = data
+            grouped[members[0]] = members
+    return stored, grouped
 
 
 def _packed(core: SaverCore, slot: tuple[str, str, str, str], index: int, record: Record) -> bytes:
