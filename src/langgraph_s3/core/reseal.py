@@ -35,7 +35,7 @@ from langgraph_s3.core.entries import IN_INDEX, Blobs, Entry, Envelope, Inline, 
 from langgraph_s3.core.index import Item
 from langgraph_s3.core.objects import fetch_chunks, read_envelopes, read_lists
 from langgraph_s3.core.paging import put_items
-from langgraph_s3.core.schema import PK, Row, WritesRow, b, n, s
+from langgraph_s3.core.schema import PK, Row, WritesRow, b, s
 from langgraph_s3.core.sealed import (
     blob_frame,
     namer,
@@ -53,19 +53,12 @@ _BATCH = 16
 def copied_item(core: SaverCore, row: Row, body: bytes, dst: str) -> tuple[dict[str, Any], Any]:
     """The index item of checkpoint ``row`` copied to thread ``dst`` with ``body``, and
     the S3 put of the body when it is too large for the index (else None)."""
-    digest = codec.digest(body)
-    item = {
-        **row.item,
-        PK: s(core.layout.pk(dst)),
-        schema.THREAD: s(dst),
-        schema.DIGEST: s(digest),
-        schema.SIZE: n(len(body)),
-    }
-    item.pop(schema.BODY, None)
-    if values.in_index(core, body):
-        item[schema.BODY] = b(body)
+    item = {k: v for k, v in row.item.items() if k not in (schema.SIZE, schema.BODY)}
+    item |= {PK: s(core.layout.pk(dst)), schema.THREAD: s(dst)}
+    item |= values.body_attrs(core, (dst, row.ns, row.checkpoint_id, row.parent_id), body)
+    if schema.BODY in item:
         return item, None
-    key = core.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, digest)
+    key = core.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, item[schema.DIGEST]["S"])
     return item, S3Put(key, body)
 
 
