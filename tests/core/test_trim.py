@@ -1,0 +1,113 @@
+"""Trimmed checkpoint items (layout 6, ``trim_items``): a body kept in its index item
+leaves out the ids the item holds, ``h`` binds it to them, ``sz`` is left out; both
+shapes read the same, and a body moved into another item is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from langgraph_s3 import codec
+from langgraph_s3.core import read, schema
+from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
+from tests.core.canned import (
+    body_versions,
+    checkpoint,
+    config,
+    from_bucket,
+    is_query,
+    make_core,
+    page,
+    store,
+)
+from tests.core.script import Script
+
+VALUES = {"n": 3, "text": "hello"}
+
+
+def envelope_map(body: bytes) -> dict[str, Any]:
+    raw = codec.unpack(codec.unframe(body, key="k", kind=codec.KIND_CHECKPOINT), key="k")
+    assert isinstance(raw, dict)
+    return raw
+
+
+def read_back(item: dict[str, Any], cid: str = "c02") -> Any:
+    script = Script(read.get_tuple(make_core(), config(cid=cid)))
+    script.expect(is_query, page([item]))
+    return script.drain(from_bucket({}))
+
+
+def test_a_trimmed_item_holds_a_bare_body_a_place_digest_and_no_size() -> None:
+    stored = store(config(cid="c01"), checkpoint("c02", VALUES))
+    item = stored.item
+    body = item[schema.BODY]["B"]
+    assert schema.SIZE not in item
+    # th, ns and cid stay: 0.5.0 reads them from every checkpoint item it meets
+    assert (item[schema.THREAD], item[schema.NS], item[schema.CID]) == (
+        schema.s("t1"),
+        schema.s(""),
+        schema.s("c02"),
+    )
+    assert item[schema.DIGEST] == schema.s(schema.place_digest(("t1", "", "c02", "c01"), body))
+    assert len(item[schema.DIGEST]["S"]) == 22 and schema.binds_place(item[schema.DIGEST]["S"])
+    assert body_versions(body) == (codec.LAYOUT_BARE, codec.LAYOUT_1)
+    assert not {"th", "ns", "id", "p"} & set(envelope_map(body))
+
+
+def test_trim_items_false_writes_what_0_5_reads() -> None:
+    for core in (make_core(trim_items=False), make_core(chunk_items=False)):
+        item = store(config(cid="c01"), checkpoint("c02", VALUES), core=core).item
+        body = item[schema.BODY]["B"]
+        assert item[schema.DIGEST] == schema.s(codec.digest(body))
+        assert item[schema.SIZE] == schema.n(len(body))
+        assert body_versions(body) == (codec.LAYOUT_1, codec.LAYOUT_1)
+        env = envelope_map(body)
+        assert (env["th"], env["ns"], env["id"], env["p"]) == ("t1", "", "c02", "c01")
+
+
+def test_both_shapes_read_as_the_same_checkpoint() -> None:
+    cp = checkpoint("c02", VALUES)
+    trimmed = store(config(cid="c01"), cp).item
+    whole = store(config(cid="c01"), cp, core=make_core(trim_items=False))
+    assert len(trimmed[schema.BODY]["B"]) < len(whole.item[schema.BODY]["B"])
+    a, b = read_back(trimmed), read_back(whole.item)
+    assert a.checkpoint == b.checkpoint and a.checkpoint["channel_values"] == VALUES
+    assert a.metadata == b.metadata and a.parent_config == b.parent_config
+    assert a.parent_config["configurable"]["checkpoint_id"] == "c01"
+
+
+def test_a_body_in_s3_is_written_whole_with_its_sha256() -> None:
+    stored = store(config(), checkpoint("c02", VALUES), core=make_core(index_inline_limit=0))
+    [(key, body)] = stored.objects.items()
+    assert schema.BODY not in stored.item and stored.item[schema.SIZE] == schema.n(len(body))
+    assert stored.item[schema.DIGEST] == schema.s(codec.digest(body))
+    assert envelope_map(body)["id"] == "c02" and body_versions(body)[0] == codec.LAYOUT_1
+
+
+def test_a_body_moved_into_another_item_is_refused() -> None:
+    donor = store(config(cid="c01"), checkpoint("c03", {"n": 9})).item
+    target = store(config(cid="c01"), checkpoint("c02", VALUES)).item
+    moved = {**target, schema.BODY: donor[schema.BODY]}
+    with pytest.raises(CorruptObjectError, match="moved from another checkpoint"):
+        read_back(moved)
+    # with its own h too: h binds the ids of the item it was written for
+    with pytest.raises(CorruptObjectError, match="does not match the digest"):
+        read_back({**moved, schema.DIGEST: donor[schema.DIGEST]})
+    # nor with the body's SHA-256 as h: a bare body needs a place digest
+    sha = schema.s(codec.digest(donor[schema.BODY]["B"]))
+    with pytest.raises(CorruptObjectError, match="not a checkpoint"):
+        read_back({**moved, schema.DIGEST: sha})
+
+
+def test_a_parent_changed_in_the_item_is_refused() -> None:
+    item = store(config(cid="c01"), checkpoint("c02", VALUES)).item
+    with pytest.raises(CorruptObjectError, match="does not match the digest"):
+        read_back({**item, schema.PARENT: schema.s("c00")})
+
+
+def test_a_bare_body_says_it_needs_layout_6(monkeypatch: pytest.MonkeyPatch) -> None:
+    item = store(config(cid="c01"), checkpoint("c02", VALUES)).item
+    monkeypatch.setattr(codec, "FORMAT_VERSION", codec.LAYOUT_ITEMS)  # what 0.5.0 reads
+    with pytest.raises(UnsupportedFormatError, match="upgrade"):
+        read_back(item)
