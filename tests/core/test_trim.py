@@ -79,7 +79,7 @@ def test_both_shapes_read_as_the_same_checkpoint() -> None:
 
 def test_a_body_in_s3_is_written_whole_with_its_sha256() -> None:
     stored = store(config(), checkpoint("c02", VALUES), core=make_core(index_inline_limit=0))
-    [(key, body)] = stored.objects.items()
+    [body] = stored.objects.values()
     assert schema.BODY not in stored.item and stored.item[schema.SIZE] == schema.n(len(body))
     assert stored.item[schema.DIGEST] == schema.s(codec.digest(body))
     assert envelope_map(body)["id"] == "c02" and body_versions(body)[0] == codec.LAYOUT_1

@@ -22,7 +22,11 @@ def reference() -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
     graph = build_approval(memory, Calls())
     graph.invoke({"request": "r-1"}, cfg("t"))
     final = graph.invoke(Command(resume=True), cfg("t"))
-    return final, history_summary(graph.get_state_history(cfg("t"))), writes_summary(memory, cfg("t"))
+    return (
+        final,
+        history_summary(graph.get_state_history(cfg("t"))),
+        writes_summary(memory, cfg("t")),
+    )
 
 
 def checkpoint_items(backend: Backend) -> list[dict[str, Any]]:
