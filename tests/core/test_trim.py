@@ -11,16 +11,7 @@ import pytest
 from langgraph_s3 import codec
 from langgraph_s3.core import read, schema
 from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
-from tests.core.canned import (
-    body_versions,
-    checkpoint,
-    config,
-    from_bucket,
-    is_query,
-    make_core,
-    page,
-    store,
-)
+from tests.core import canned
 from tests.core.script import Script
 
 VALUES = {"n": 3, "text": "hello"}
@@ -33,13 +24,13 @@ def envelope_map(body: bytes) -> dict[str, Any]:
 
 
 def read_back(item: dict[str, Any], cid: str = "c02") -> Any:
-    script = Script(read.get_tuple(make_core(), config(cid=cid)))
-    script.expect(is_query, page([item]))
-    return script.drain(from_bucket({}))
+    script = Script(read.get_tuple(canned.make_core(), canned.config(cid=cid)))
+    script.expect(canned.is_query, canned.page([item]))
+    return script.drain(canned.from_bucket({}))
 
 
 def test_a_trimmed_item_holds_a_bare_body_a_place_digest_and_no_size() -> None:
-    stored = store(config(cid="c01"), checkpoint("c02", VALUES))
+    stored = canned.store(canned.config(cid="c01"), canned.checkpoint("c02", VALUES))
     item = stored.item
     body = item[schema.BODY]["B"]
     assert schema.SIZE not in item
@@ -51,25 +42,27 @@ def test_a_trimmed_item_holds_a_bare_body_a_place_digest_and_no_size() -> None:
     )
     assert item[schema.DIGEST] == schema.s(schema.place_digest(("t1", "", "c02", "c01"), body))
     assert len(item[schema.DIGEST]["S"]) == 22 and schema.binds_place(item[schema.DIGEST]["S"])
-    assert body_versions(body) == (codec.LAYOUT_BARE, codec.LAYOUT_1)
+    assert canned.body_versions(body) == (codec.LAYOUT_BARE, codec.LAYOUT_1)
     assert not {"th", "ns", "id", "p"} & set(envelope_map(body))
 
 
 def test_trim_items_false_writes_what_0_5_reads() -> None:
-    for core in (make_core(trim_items=False), make_core(chunk_items=False)):
-        item = store(config(cid="c01"), checkpoint("c02", VALUES), core=core).item
+    for core in (canned.make_core(trim_items=False), canned.make_core(chunk_items=False)):
+        item = canned.store(
+            canned.config(cid="c01"), canned.checkpoint("c02", VALUES), core=core
+        ).item
         body = item[schema.BODY]["B"]
         assert item[schema.DIGEST] == schema.s(codec.digest(body))
         assert item[schema.SIZE] == schema.n(len(body))
-        assert body_versions(body) == (codec.LAYOUT_1, codec.LAYOUT_1)
+        assert canned.body_versions(body) == (codec.LAYOUT_1, codec.LAYOUT_1)
         env = envelope_map(body)
         assert (env["th"], env["ns"], env["id"], env["p"]) == ("t1", "", "c02", "c01")
 
 
 def test_both_shapes_read_as_the_same_checkpoint() -> None:
-    cp = checkpoint("c02", VALUES)
-    trimmed = store(config(cid="c01"), cp).item
-    whole = store(config(cid="c01"), cp, core=make_core(trim_items=False))
+    cp = canned.checkpoint("c02", VALUES)
+    trimmed = canned.store(canned.config(cid="c01"), cp).item
+    whole = canned.store(canned.config(cid="c01"), cp, core=canned.make_core(trim_items=False))
     assert len(trimmed[schema.BODY]["B"]) < len(whole.item[schema.BODY]["B"])
     a, b = read_back(trimmed), read_back(whole.item)
     assert a.checkpoint == b.checkpoint and a.checkpoint["channel_values"] == VALUES
@@ -78,16 +71,20 @@ def test_both_shapes_read_as_the_same_checkpoint() -> None:
 
 
 def test_a_body_in_s3_is_written_whole_with_its_sha256() -> None:
-    stored = store(config(), checkpoint("c02", VALUES), core=make_core(index_inline_limit=0))
+    stored = canned.store(
+        canned.config(),
+        canned.checkpoint("c02", VALUES),
+        core=canned.make_core(index_inline_limit=0),
+    )
     [body] = stored.objects.values()
     assert schema.BODY not in stored.item and stored.item[schema.SIZE] == schema.n(len(body))
     assert stored.item[schema.DIGEST] == schema.s(codec.digest(body))
-    assert envelope_map(body)["id"] == "c02" and body_versions(body)[0] == codec.LAYOUT_1
+    assert envelope_map(body)["id"] == "c02" and canned.body_versions(body)[0] == codec.LAYOUT_1
 
 
 def test_a_body_moved_into_another_item_is_refused() -> None:
-    donor = store(config(cid="c01"), checkpoint("c03", {"n": 9})).item
-    target = store(config(cid="c01"), checkpoint("c02", VALUES)).item
+    donor = canned.store(canned.config(cid="c01"), canned.checkpoint("c03", {"n": 9})).item
+    target = canned.store(canned.config(cid="c01"), canned.checkpoint("c02", VALUES)).item
     moved = {**target, schema.BODY: donor[schema.BODY]}
     with pytest.raises(CorruptObjectError, match="moved from another checkpoint"):
         read_back(moved)
@@ -101,13 +98,13 @@ def test_a_body_moved_into_another_item_is_refused() -> None:
 
 
 def test_a_parent_changed_in_the_item_is_refused() -> None:
-    item = store(config(cid="c01"), checkpoint("c02", VALUES)).item
+    item = canned.store(canned.config(cid="c01"), canned.checkpoint("c02", VALUES)).item
     with pytest.raises(CorruptObjectError, match="does not match the digest"):
         read_back({**item, schema.PARENT: schema.s("c00")})
 
 
 def test_a_bare_body_says_it_needs_layout_6(monkeypatch: pytest.MonkeyPatch) -> None:
-    item = store(config(cid="c01"), checkpoint("c02", VALUES)).item
+    item = canned.store(canned.config(cid="c01"), canned.checkpoint("c02", VALUES)).item
     monkeypatch.setattr(codec, "FORMAT_VERSION", codec.LAYOUT_ITEMS)  # what 0.5.0 reads
     with pytest.raises(UnsupportedFormatError, match="upgrade"):
         read_back(item)
