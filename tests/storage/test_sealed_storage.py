@@ -72,7 +72,7 @@ def test_a_body_swapped_with_its_parents_does_not_open(inproc_backend: Backend, 
     c_item["b"] = p_item["b"]
     # the digest too: someone with write access to the table can compute it
     row = schema.parse_row(c_item)
-    place = (row.thread_id, row.ns, row.checkpoint_id, row.parent_id)
+    place = (row.thread_id, row.ns, row.checkpoint_id)
     c_item["h"] = schema.s(schema.place_digest(place, p_item["b"]["B"]))
     put_item(inproc_backend, c_item)
     with pytest.raises(SealedObjectError, match="checkpoint body") as info:

@@ -438,10 +438,10 @@ def check_digest(row: Row, body: bytes, key: str) -> tuple[str, str, str, str | 
     """Check a checkpoint body against its item's ``h``; the ids ``h`` binds it to
     (a place digest, layout 6: the body may leave them out), else None (the SHA-256
     of the body: the body must hold its ids)."""
-    place = (row.thread_id, row.ns, row.checkpoint_id, row.parent_id)
+    ids = (row.thread_id, row.ns, row.checkpoint_id)
     if schema.binds_place(row.digest):
-        if schema.place_digest(place, body) == row.digest:
-            return place
+        if schema.place_digest(ids, body) == row.digest:
+            return (*ids, row.parent_id)
     elif codec.digest(body) == row.digest:
         return None
     raise CorruptObjectError(

@@ -188,12 +188,14 @@ class WritesRow:
     groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
-def place_digest(ids: tuple[str, str, str, str | None], body: bytes) -> str:
+def place_digest(ids: tuple[str, str, str], body: bytes) -> str:
     """``h`` of a checkpoint item written with ``trim_items`` (layout 6) that holds its
     body: the first 16 bytes of the SHA-256 of the ids the item holds (thread,
-    namespace, checkpoint, parent) and the body, base64url (22 characters, where a
-    SHA-256 in hex has 64). It binds the body, which may leave the ids out (a bare
-    envelope), to the item: a body moved into another item does not match.
+    namespace, checkpoint) and the body, base64url (22 characters, where a SHA-256 in
+    hex has 64). It binds the body, which may leave the ids out (a bare envelope), to
+    the item: a body moved into another item does not match. Not the parent: prune
+    removes ``p`` from kept items whose parent it deleted (readers take the parent
+    from the item, as before).
     """
     digest = hashlib.sha256(codec.pack(list(ids)) + body).digest()[:16]
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()

@@ -226,7 +226,8 @@ def body_attrs(
     if not in_index(core, body):
         return {schema.DIGEST: s(codec.digest(body)), schema.SIZE: n(len(body))}
     if core.trim_items:
-        return {schema.DIGEST: s(schema.place_digest(ids, body)), schema.BODY: b(body)}
+        place = schema.place_digest(ids[:3], body)
+        return {schema.DIGEST: s(place), schema.BODY: b(body)}
     return {
         schema.DIGEST: s(codec.digest(body)),
         schema.SIZE: n(len(body)),
