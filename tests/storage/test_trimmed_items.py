@@ -92,3 +92,32 @@ def test_a_body_swapped_into_another_item_is_refused(inproc_backend: Backend) ->
     )
     with pytest.raises(CorruptObjectError, match="moved from another checkpoint"):
         inproc_backend.saver().get_tuple(cfg("t"))
+
+
+def test_a_copy_keeps_its_sources_shape_unless_the_copier_does_not_trim(
+    inproc_backend: Backend,
+) -> None:
+    build_approval(inproc_backend.saver(trim_items=False), Calls()).invoke(
+        {"request": "r-1"}, cfg("whole")
+    )
+    build_approval(inproc_backend.saver(), Calls()).invoke({"request": "r-1"}, cfg("bare"))
+    saver, untrimmed = inproc_backend.saver(), inproc_backend.saver(trim_items=False)
+    saver.copy_thread("whole", "whole-copy")  # stays readable by 0.5.x
+    saver.copy_thread("bare", "bare-copy")
+    untrimmed.copy_thread("bare", "bare-untrimmed")  # a rolling upgrade's copier
+    by_thread: dict[str, set[bool]] = {}
+    for item in checkpoint_items(inproc_backend):
+        trimmed = schema.binds_place(item[schema.DIGEST]["S"])
+        assert (schema.SIZE in item) is not trimmed
+        by_thread.setdefault(item[schema.THREAD]["S"], set()).add(trimmed)
+    assert by_thread == {
+        "whole": {False},
+        "whole-copy": {False},
+        "bare": {True},
+        "bare-copy": {True},
+        "bare-untrimmed": {False},
+    }
+    want = history_summary(build_approval(saver, Calls()).get_state_history(cfg("bare")))
+    for thread in ("whole", "whole-copy", "bare-copy", "bare-untrimmed"):
+        graph = build_approval(inproc_backend.saver(), Calls())
+        assert history_summary(graph.get_state_history(cfg(thread))) == want

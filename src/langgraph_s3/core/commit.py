@@ -217,7 +217,7 @@ def _checkpoint_item(
         schema.THREAD: s(thread_id),
         schema.NS: s(ns),
         schema.CID: s(cid),
-        **values.body_attrs(core, ids, body),
+        **values.body_attrs(core, (thread_id, ns, cid), body),
         schema.AT: n(core.now_ms()),
     }
     if schema.BODY not in item:

@@ -181,14 +181,14 @@ def decode_value(
     return deserialize(core, entry.type, data, what, key)
 
 
-def frame_body(core: SaverCore, envelope: Envelope) -> bytes:
+def frame_body(core: SaverCore, envelope: Envelope, trim: bool | None = None) -> bytes:
     """A checkpoint envelope as the bytes of its object (sealed with encryption).
 
-    With ``trim_items``, a body that fits in its index item leaves out the ids the
-    item holds (a bare envelope, layout 6: ``schema.place_digest`` binds it to them);
-    one that does not is written whole, as before.
+    ``trim`` (default: ``trim_items``): a body that fits in its index item leaves out
+    the ids the item holds (a bare envelope, layout 6: ``schema.place_digest`` binds
+    it to them); one that does not is written whole, as before.
     """
-    if core.trim_items:
+    if core.trim_items if trim is None else trim:
         bare = _frame(core, replace(envelope, bare=True))
         if in_index(core, bare):
             return bare
@@ -213,21 +213,20 @@ def in_index(core: SaverCore, body: bytes) -> bool:
 
 
 def body_attrs(
-    core: SaverCore, ids: tuple[str, str, str, str | None], body: bytes
+    core: SaverCore, ids: tuple[str, str, str], body: bytes, trim: bool | None = None
 ) -> dict[str, Any]:
     """The attributes of a checkpoint item that describe its ``body``: ``h``, and
     ``sz`` and ``b`` (when it is kept in the item).
 
-    ``ids``: thread, namespace, checkpoint and parent id. With ``trim_items``, a body
-    in the item gets the place digest as ``h`` (it may be bare, see
-    :func:`frame_body`) and no ``sz`` (its length says it); otherwise ``h`` is the
-    SHA-256 of the body (which names its S3 object) and ``sz`` its size.
+    ``ids``: thread, namespace, checkpoint id. ``trim`` (default: ``trim_items``), as
+    given to :func:`frame_body`: a body in the item gets the place digest as ``h`` (it
+    may be bare) and no ``sz`` (its length says it); otherwise ``h`` is the SHA-256 of
+    the body (which names its S3 object) and ``sz`` its size.
     """
     if not in_index(core, body):
         return {schema.DIGEST: s(codec.digest(body)), schema.SIZE: n(len(body))}
-    if core.trim_items:
-        place = schema.place_digest(ids[:3], body)
-        return {schema.DIGEST: s(place), schema.BODY: b(body)}
+    if core.trim_items if trim is None else trim:
+        return {schema.DIGEST: s(schema.place_digest(ids, body)), schema.BODY: b(body)}
     return {
         schema.DIGEST: s(codec.digest(body)),
         schema.SIZE: n(len(body)),
