@@ -41,7 +41,7 @@ LAYOUT_SEALED = 4
 LAYOUT_ITEMS = 5
 #: Layout 6: a checkpoint body kept in its index item may leave out the ids its item
 #: holds (thread, namespace, checkpoint and parent id); the item's ``h`` then binds
-#: the body to them (``schema.place_digest``).
+#: the body to the first three (``schema.place_digest``).
 LAYOUT_BARE = 6
 KIND_CHECKPOINT = b"C"
 KIND_BLOB = b"B"

@@ -336,9 +336,9 @@ def envelope_from_wire(
 ) -> Envelope:
     """An envelope as unpacked from a checkpoint object or index body.
 
-    ``place``: the thread, namespace, checkpoint and parent ids its index item binds
-    the body to (``schema.place_digest`` checked); only then may the envelope leave
-    them out (a bare envelope, layout 6), and it gets them from there.
+    ``place``: the thread, namespace, checkpoint and parent ids of the index item
+    whose ``h`` bound the body to it (``schema.place_digest``, checked); only then may
+    the envelope leave its ids out (a bare envelope, layout 6): it gets them from there.
     """
     if isinstance(raw, Mapping) and place is not None and not any(f in raw for f in _IDS):
         raw = {**raw, **dict(zip(_IDS, place, strict=True))}
