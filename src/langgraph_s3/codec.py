@@ -28,7 +28,7 @@ from langgraph_s3.errors import CorruptObjectError, SealedObjectError, Unsupport
 
 MAGIC = b"LGS3"
 #: The newest layout this library reads (and writes where it is needed).
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 #: Layout 1: checkpoint bodies, loose blobs, records.
 LAYOUT_1 = 1
 #: Layout 2: value entries may name chunks inside packs (``["p", ...]``).
@@ -39,6 +39,10 @@ LAYOUT_LISTS = 3
 LAYOUT_SEALED = 4
 #: Layout 5: value entries may name chunk items, chunks stored in the index (``["x", ...]``).
 LAYOUT_ITEMS = 5
+#: Layout 6: a checkpoint body kept in its index item may leave out the ids its item
+#: holds (thread, namespace, checkpoint and parent id); the item's ``h`` then binds
+#: the body to the first three (``schema.place_digest``).
+LAYOUT_BARE = 6
 KIND_CHECKPOINT = b"C"
 KIND_BLOB = b"B"
 KIND_SEALED = b"S"

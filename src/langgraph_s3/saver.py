@@ -65,7 +65,7 @@ class S3Saver(Driver):
         **options: See ``SaverOptions``: ``inline_threshold``, ``max_concurrency``,
             ``cache_bytes``, ``cache_ttl``, ``touch_on_read``,
             ``cross_region``, ``clock``, ``encryption`` (client-side encryption),
-            ``chunk_items``, ``group_writes``.
+            ``chunk_items``, ``group_writes``, ``trim_items``.
     """
 
     def _start(self) -> None:

@@ -16,6 +16,7 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_checkpoint
 
+from langgraph_s3 import codec
 from langgraph_s3.core import SaverCore, datakeys, schema
 from langgraph_s3.core.commit import put
 from langgraph_s3.core.datakeys import KeyRing, KeyScope
@@ -41,6 +42,13 @@ def make_core(**settings: Any) -> SaverCore:
     """A saver state on bucket ``b`` and table ``t`` with a fixed clock; no clients."""
     settings.setdefault("clock", lambda: T0)
     return SaverCore(bucket="b", table="t", **settings)
+
+
+def body_versions(body: bytes) -> tuple[int, int]:
+    """A plain checkpoint body's frame version, and the layout its entries need (its
+    envelope's ``f``): ``(6, n)`` for a bare body (``trim_items``), ``(n, n)`` else."""
+    env = codec.unpack(codec.unframe(body, key="k", kind=codec.KIND_CHECKPOINT), key="k")
+    return body[len(codec.MAGIC)], env.get("f", codec.LAYOUT_1)
 
 
 def config(thread_id: str = "t1", cid: str | None = None, ns: str = "") -> RunnableConfig:

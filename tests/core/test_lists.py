@@ -25,6 +25,7 @@ from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
 from langgraph_s3.keys import Layout
 from langgraph_s3.operations import S3Get
 from tests.core.canned import (
+    body_versions,
     checkpoint,
     config,
     from_bucket,
@@ -76,7 +77,7 @@ def test_the_next_checkpoint_re_uses_the_writes_list_and_its_body_fits_the_index
     stored = store(config(cid="c00"), checkpoint("c01", {"doc": BIG, "x": 1}), core=core)
     assert stored.objects == {}  # nothing cut or uploaded again
     body = stored.item[schema.BODY]["B"]
-    assert body[len(codec.MAGIC)] == codec.LAYOUT_LISTS
+    assert body_versions(body) == (codec.LAYOUT_BARE, codec.LAYOUT_LISTS)
     assert len(body) < 1000
     env = read.open_envelope(core, stored.row, body)
     assert env.channels["doc"] == record(w.item)
@@ -111,7 +112,7 @@ def test_a_value_under_the_limit_keeps_its_chunk_list_inline() -> None:
     stored = store(config(), checkpoint("c01", {"doc": SMALL}))
     env = read.open_envelope(make_core(), stored.row, stored.item[schema.BODY]["B"])
     assert isinstance(env.channels["doc"], Blobs)
-    assert stored.item[schema.BODY]["B"][len(codec.MAGIC)] == codec.LAYOUT_PACKS
+    assert body_versions(stored.item[schema.BODY]["B"]) == (codec.LAYOUT_BARE, codec.LAYOUT_PACKS)
 
 
 def test_a_body_in_s3_that_names_a_list_reads_back_in_three_round_trips() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from langgraph_s3 import codec
 from langgraph_s3.core.entries import Blobs, Entry, Envelope, Listed, envelope_from_wire
+from langgraph_s3.core.objects import check_digest
 from langgraph_s3.core.schema import is_checkpoint_item, is_writes_item, parse_row, parse_writes
 from langgraph_s3.errors import ObjectError
 from langgraph_s3.keys import Layout
@@ -122,8 +123,9 @@ def envelope_of(backend: Any, item: dict[str, Any]) -> Envelope:
     body = row.body
     if body is None:
         body = backend.s3().get_object(Bucket=backend.bucket, Key=key)["Body"].read()
+    place = check_digest(row, body, key)  # a bare body (layout 6) gets its ids from it
     raw = codec.unpack(codec.unframe(body, key=key, kind=codec.KIND_CHECKPOINT), key=key)
-    return envelope_from_wire(raw, key)
+    return envelope_from_wire(raw, key, place)
 
 
 def entry_kinds(backend: Any) -> dict[str, int]:

@@ -23,6 +23,7 @@ from langgraph_s3 import (
     UnsupportedFormatError,
     codec,
 )
+from langgraph_s3.core import schema
 from langgraph_s3.keys import Layout
 from tests.conftest import Backend
 from tests.storage.test_bad_input import build_echo, cfg, expect_error, make_checkpoint, put
@@ -106,6 +107,8 @@ class Seeded:
         """Store ``body`` as this checkpoint's body the way a writer would (new digest, new
         key, index updated), and return the key errors must name."""
         digest = hashlib.sha256(body).hexdigest()
+        if self.in_item:  # trimmed (layout 6): h binds the body to this item
+            digest = schema.place_digest((self.thread, "", self.cid), body)
         key = LAYOUT.checkpoint_key(self.thread, "", self.cid, digest)
         if self.in_item:
             self._set_item(b=body, h=digest)
@@ -251,10 +254,18 @@ def test_overwritten_in_place_with_newer_header_is_an_object_error(seeded: Seede
 
 def test_body_of_another_checkpoint(seeded: Seeded) -> None:
     """A valid body of another thread's checkpoint served under this checkpoint's index
-    item is refused (ids inside the body are checked): one thread cannot be fed another's."""
+    item is refused: one thread cannot be fed another's. A body in S3 holds its ids,
+    checked on read; a body in its item (trimmed, layout 6) is bound to the item by
+    ``h``, so one moved in with the ``h`` of the item it came from does not match."""
     other = Seeded(seeded.backend, "elsewhere", pad=not seeded.in_item)
-    key = seeded.replace_checkpoint_object(other.body())
-    seeded.assert_refused(CorruptObjectError, key, "another checkpoint")
+    if not seeded.in_item:
+        key = seeded.replace_checkpoint_object(other.body())
+        seeded.assert_refused(CorruptObjectError, key, "another checkpoint")
+        return
+    moved = other.item()
+    seeded._set_item(b=moved["b"]["B"], h=moved["h"]["S"])
+    key = LAYOUT.checkpoint_key(seeded.thread, "", seeded.cid, moved["h"]["S"])
+    seeded.assert_refused(CorruptObjectError, key, "moved from another checkpoint")
 
 
 def test_corrupted_pending_write_record(backend: Backend) -> None:

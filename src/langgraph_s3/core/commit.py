@@ -217,13 +217,10 @@ def _checkpoint_item(
         schema.THREAD: s(thread_id),
         schema.NS: s(ns),
         schema.CID: s(cid),
-        schema.DIGEST: s(codec.digest(body)),
-        schema.SIZE: n(len(body)),
+        **values.body_attrs(core, (thread_id, ns, cid), body),
         schema.AT: n(core.now_ms()),
     }
-    if values.in_index(core, body):
-        item[schema.BODY] = b(body)
-    else:
+    if schema.BODY not in item:
         item.update(prefetch_hints(entries))
     if parent_id is not None:
         item[schema.PARENT] = s(parent_id)

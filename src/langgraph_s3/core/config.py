@@ -62,6 +62,12 @@ class SaverOptions(TypedDict, total=False):
             True; see docs/layout.md, "Grouped records"). False writes one record per
             write as before; groups are read either way. Releases before grouped
             records cannot read a task's writes that hold one.
+        trim_items: Keep a checkpoint body that fits in its index item without the
+            ids the item holds, bound to them by a 16-byte ``h`` instead of a 64-hex
+            SHA-256, and leave out ``sz`` (layout 6; default True; see docs/layout.md,
+            "Trimmed checkpoint items"). False writes what 0.5.x reads, e.g. while a
+            rolling upgrade still runs 0.5.x somewhere; trimmed items are read either
+            way. ``chunk_items=False`` (what 0.4.x reads) turns it off too.
     """
 
     inline_threshold: int
@@ -75,6 +81,7 @@ class SaverOptions(TypedDict, total=False):
     encryption: Encryption | KeyRing | None
     chunk_items: bool
     group_writes: bool
+    trim_items: bool
 
 
 #: Other savers' names for our options (DynamoDBSaver's ``table_name``, boto3's

@@ -294,15 +294,22 @@ class Envelope:
     metadata: tuple[str, bytes]
     channels: dict[str, Entry]
     key: str = ""
+    #: Written without its ids (layout 6): only in an index item, whose ``h`` binds
+    #: the body to the ids the item holds (``schema.place_digest``). ``format`` stays
+    #: the layout its entries need; the frame's header says at least 6.
+    bare: bool = False
 
     def wire(self) -> dict[str, Any]:
         """The map to pack (field order as every release wrote it)."""
         out: dict[str, Any] = {} if self.format is None else {"f": self.format}
+        if not self.bare:
+            out |= {
+                "th": self.thread_id,
+                "ns": self.ns,
+                "id": self.checkpoint_id,
+                "p": self.parent_id,
+            }
         return out | {
-            "th": self.thread_id,
-            "ns": self.ns,
-            "id": self.checkpoint_id,
-            "p": self.parent_id,
             "cp": list(self.checkpoint),
             "md": list(self.metadata),
             "ch": {name: entry.wire() for name, entry in self.channels.items()},
@@ -320,8 +327,24 @@ class Envelope:
         return count
 
 
-def envelope_from_wire(raw: Any, key: str) -> Envelope:
-    """An envelope as unpacked from a checkpoint object or index body."""
+#: The ids a bare envelope (layout 6) leaves out.
+_IDS = ("th", "ns", "id", "p")
+
+
+def envelope_from_wire(
+    raw: Any, key: str, place: tuple[str, str, str, str | None] | None = None
+) -> Envelope:
+    """An envelope as unpacked from a checkpoint object or index body.
+
+    ``place``: the thread, namespace, checkpoint and parent ids of the index item
+    whose ``h`` bound the body to it (``schema.place_digest``, checked); only then may
+    the envelope leave its ids out (a bare envelope, layout 6): it gets them from there.
+    """
+    if isinstance(raw, Mapping) and place is not None and not any(f in raw for f in _IDS):
+        raw = {**raw, **dict(zip(_IDS, place, strict=True))}
+        bare = True
+    else:
+        bare = False
     if not isinstance(raw, Mapping) or any(f not in raw for f in _FIELDS[1:]):
         raise CorruptObjectError(f"checkpoint object {key!r} is not a checkpoint", key=key)
     try:
@@ -339,6 +362,7 @@ def envelope_from_wire(raw: Any, key: str) -> Envelope:
             metadata=(_text(raw["md"][0]), _bytes(raw["md"][1])),
             channels=channels,
             key=key,
+            bare=bare,
         )
     except (TypeError, ValueError, AttributeError, IndexError) as exc:
         raise CorruptObjectError(

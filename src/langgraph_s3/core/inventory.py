@@ -264,7 +264,10 @@ def _chunks(core: SaverCore, key: str, body: bytes) -> list[bytes]:
 def open_body(core: SaverCore, body: bytes, key: str, row: Row | None) -> tuple[int, Envelope]:
     """A checkpoint body's size unframed, and its envelope (``row``: its index item's,
     which a sealed body needs)."""
+    place = None
     if row is not None:
+        if schema.binds_place(row.digest):  # a body it holds may leave its ids out
+            place = (row.thread_id, row.ns, row.checkpoint_id, row.parent_id)
         body = sealed.open_body(core, (row.thread_id, row.ns, row.checkpoint_id), body, key)
     payload = codec.unframe(body, key=key, kind=codec.KIND_CHECKPOINT)
-    return len(payload), envelope_from_wire(codec.unpack(payload, key=key), key)
+    return len(payload), envelope_from_wire(codec.unpack(payload, key=key), key, place)

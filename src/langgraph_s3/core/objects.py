@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3 import codec
-from langgraph_s3.core import chunkitems, lists, packs, replication
+from langgraph_s3.core import chunkitems, lists, packs, replication, schema
 from langgraph_s3.core.entries import (
     IN_INDEX,
     Blobs,
@@ -422,24 +422,33 @@ def open_envelope(core: SaverCore, row: Row, body: bytes | None) -> Envelope:
             f"bucket {core.bucket!r}",
             key=key,
         )
-    if codec.digest(body) != row.digest:
-        raise CorruptObjectError(
-            f"checkpoint object {key!r} does not match the digest recorded in the index; "
-            "it was altered or truncated",
-            key=key,
-        )
+    place = check_digest(row, body, key)
     ids = (row.thread_id, row.ns, row.checkpoint_id)
     frame = open_body(core, ids, body, key)
     raw = codec.unpack(codec.unframe(frame, key=key, kind=codec.KIND_CHECKPOINT), key=key)
-    if not isinstance(raw, dict) or (raw.get("th"), raw.get("ns"), raw.get("id")) != (
-        row.thread_id,
-        row.ns,
-        row.checkpoint_id,
-    ):
+    env = envelope_from_wire(raw, key, place)
+    if (env.thread_id, env.ns, env.checkpoint_id) != ids:
         raise CorruptObjectError(
             f"checkpoint object {key!r} belongs to another checkpoint", key=key
         )
-    return envelope_from_wire(raw, key)
+    return env
+
+
+def check_digest(row: Row, body: bytes, key: str) -> tuple[str, str, str, str | None] | None:
+    """Check a checkpoint body against its item's ``h``; the ids ``h`` binds it to
+    (a place digest, layout 6: the body may leave them out), else None (the SHA-256
+    of the body: the body must hold its ids)."""
+    ids = (row.thread_id, row.ns, row.checkpoint_id)
+    if schema.binds_place(row.digest):
+        if schema.place_digest(ids, body) == row.digest:
+            return (*ids, row.parent_id)
+    elif codec.digest(body) == row.digest:
+        return None
+    raise CorruptObjectError(
+        f"checkpoint object {key!r} does not match the digest recorded in the index; "
+        "it was altered, truncated or moved from another checkpoint",
+        key=key,
+    )
 
 
 def list_keys(core: SaverCore, prefix: str) -> Flow[list[tuple[str, float, int]]]:

@@ -35,7 +35,7 @@ from langgraph_s3.core.entries import IN_INDEX, Blobs, Entry, Envelope, Inline, 
 from langgraph_s3.core.index import Item
 from langgraph_s3.core.objects import fetch_chunks, read_envelopes, read_lists
 from langgraph_s3.core.paging import put_items
-from langgraph_s3.core.schema import PK, Row, WritesRow, b, n, s
+from langgraph_s3.core.schema import PK, Row, WritesRow, b, s
 from langgraph_s3.core.sealed import (
     blob_frame,
     namer,
@@ -50,23 +50,27 @@ if TYPE_CHECKING:
 _BATCH = 16
 
 
-def copied_item(core: SaverCore, row: Row, body: bytes, dst: str) -> tuple[dict[str, Any], Any]:
-    """The index item of checkpoint ``row`` copied to thread ``dst`` with ``body``, and
-    the S3 put of the body when it is too large for the index (else None)."""
-    digest = codec.digest(body)
-    item = {
-        **row.item,
-        PK: s(core.layout.pk(dst)),
-        schema.THREAD: s(dst),
-        schema.DIGEST: s(digest),
-        schema.SIZE: n(len(body)),
-    }
-    item.pop(schema.BODY, None)
-    if values.in_index(core, body):
-        item[schema.BODY] = b(body)
+def copied_body(core: SaverCore, env: Envelope) -> tuple[bytes, bool]:
+    """A copy's body for envelope ``env`` (renamed for its target), and whether it was
+    framed trimmed: a copy keeps its source's shape (a bare body stays bare, unless
+    this saver does not trim; a whole one stays whole, readable by what read it)."""
+    trim = core.trim_items and env.bare
+    return values.frame_body(core, env, trim), trim
+
+
+def copied_item(
+    core: SaverCore, row: Row, body: tuple[bytes, bool], dst: str
+) -> tuple[dict[str, Any], Any]:
+    """The index item of checkpoint ``row`` copied to thread ``dst`` with ``body`` (from
+    :func:`copied_body`), and the S3 put of the body when it is too large for the
+    index (else None)."""
+    item = {k: v for k, v in row.item.items() if k not in (schema.SIZE, schema.BODY)}
+    item |= {PK: s(core.layout.pk(dst)), schema.THREAD: s(dst)}
+    item |= values.body_attrs(core, (dst, row.ns, row.checkpoint_id), *body)
+    if schema.BODY in item:
         return item, None
-    key = core.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, digest)
-    return item, S3Put(key, body)
+    key = core.layout.checkpoint_key(dst, row.ns, row.checkpoint_id, item[schema.DIGEST]["S"])
+    return item, S3Put(key, body[0])
 
 
 def copy_sealed(
@@ -132,7 +136,7 @@ def _copy_batch(
     out, puts = [], []
     for row, env, its, ws in zip(rows, envs, items, parsed, strict=True):
         renamed = _renamed(renamer, env)
-        item, put = copied_item(core, row, values.frame_body(core, renamed), dst)
+        item, put = copied_item(core, row, copied_body(core, renamed), dst)
         # The source's read hints name its blobs, packs and chunk items (their names
         # under its key): a body in S3 gets the copy's own, as a put would give it.
         for hint in (schema.PREFETCH, schema.PACK_PREFETCH, schema.ITEM_PREFETCH):

@@ -8,6 +8,8 @@ The requests that read and write these items are in :mod:`langgraph_s3.core.inde
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -184,6 +186,25 @@ class WritesRow:
     #: The groups of records (``core/groups.py``) that give some of ``records``: the
     #: write index of the attribute holding each -> the write indices it gives.
     groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+def place_digest(ids: tuple[str, str, str], body: bytes) -> str:
+    """``h`` of a checkpoint item written with ``trim_items`` (layout 6) that holds its
+    body: the first 16 bytes of the SHA-256 of the ids the item holds (thread,
+    namespace, checkpoint) and the body, base64url (22 characters, where a SHA-256 in
+    hex has 64). It binds the body, which may leave the ids out (a bare envelope), to
+    the item: a body moved into another item does not match. Not the parent: prune
+    removes ``p`` from kept items whose parent it deleted (readers take the parent
+    from the item, as before).
+    """
+    digest = hashlib.sha256(codec.pack(list(ids)) + body).digest()[:16]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def binds_place(digest: str) -> bool:
+    """Whether a checkpoint item's ``h`` is a :func:`place_digest` (layout 6), not the
+    SHA-256 of its body in hex (64 characters, every earlier layout)."""
+    return len(digest) != 64
 
 
 def is_checkpoint_item(item: Mapping[str, Any]) -> bool:

@@ -120,6 +120,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         encryption: Encryption | KeyRing | None = None,
         chunk_items: bool = True,
         group_writes: bool = True,
+        trim_items: bool = True,
     ) -> None:
         check_settings(
             bucket=bucket,
@@ -152,6 +153,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.chunk_items = chunk_items
         #: Store a call's small writes as one record (``core/groups.py``).
         self.group_writes = group_writes
+        #: Write trimmed checkpoint items (layout 6, ``values.body_attrs``); off with
+        #: ``chunk_items=False`` too, which promises data 0.4.x reads.
+        self.trim_items = trim_items and chunk_items
         self.region_name = region_name
         self.cross_region = cross_region
         #: Client-side encryption (``core/sealed.py``); None: nothing is sealed.

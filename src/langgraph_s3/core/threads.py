@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from langgraph_s3.core import schema, values
+from langgraph_s3.core import schema
 from langgraph_s3.core.config import thread_value
 from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.history import kept_chain
@@ -21,7 +21,7 @@ from langgraph_s3.core.incarnations import incarnation_in, incarnation_of_put, r
 from langgraph_s3.core.index import DeleteHead, Item, Query, RunQuery, UnlinkParent
 from langgraph_s3.core.objects import delete_objects, list_keys, object_key, read_envelopes
 from langgraph_s3.core.paging import delete_items, put_items, read_all, thread_items
-from langgraph_s3.core.reseal import copied_item, copy_sealed
+from langgraph_s3.core.reseal import copied_body, copied_item, copy_sealed
 from langgraph_s3.core.schema import PK, Row, b, pk_of, s
 from langgraph_s3.errors import InvalidConfigError, KeyVersionError, ThreadExistsError
 from langgraph_s3.operations import Flow, S3Copy, perform, perform_all
@@ -214,7 +214,7 @@ def _rewrite_checkpoints(
         envs = yield from read_envelopes(core, batch)
         puts = []
         for row, env in zip(batch, envs, strict=True):
-            body = values.frame_body(core, replace(env, thread_id=dst))
+            body = copied_body(core, replace(env, thread_id=dst))
             new_item, put = copied_item(core, row, body, dst)
             new_items.append(new_item)
             puts += [] if put is None else [put]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import chunking, codec
+from langgraph_s3.core import schema
 from langgraph_s3.core.entries import (
     PENDING,
     Blobs,
@@ -27,6 +28,7 @@ from langgraph_s3.core.entries import (
     Location,
     Span,
 )
+from langgraph_s3.core.schema import b, n, s
 from langgraph_s3.core.sealed import blob_frame, namer, rekeying, seal_body
 from langgraph_s3.errors import CorruptObjectError, SerializationError, UndecodableValueError
 from langgraph_s3.keys import Layout
@@ -179,13 +181,27 @@ def decode_value(
     return deserialize(core, entry.type, data, what, key)
 
 
-def frame_body(core: SaverCore, envelope: Envelope) -> bytes:
-    """A checkpoint envelope as the bytes of its object (sealed with encryption)."""
+def frame_body(core: SaverCore, envelope: Envelope, trim: bool | None = None) -> bytes:
+    """A checkpoint envelope as the bytes of its object (sealed with encryption).
+
+    ``trim`` (default: ``trim_items``): a body that fits in its index item leaves out
+    the ids the item holds (a bare envelope, layout 6: ``schema.place_digest`` binds
+    it to them); one that does not is written whole, as before.
+    """
+    if core.trim_items if trim is None else trim:
+        bare = _frame(core, replace(envelope, bare=True))
+        if in_index(core, bare):
+            return bare
+    return _frame(core, replace(envelope, bare=False))
+
+
+def _frame(core: SaverCore, envelope: Envelope) -> bytes:
+    version = envelope.format or codec.LAYOUT_1
     frame = codec.frame(
         codec.KIND_CHECKPOINT,
         codec.pack(envelope.wire()),
         core.compression_level,
-        envelope.format or codec.LAYOUT_1,
+        max(version, codec.LAYOUT_BARE) if envelope.bare else version,
     )
     ids = (envelope.thread_id, envelope.ns, envelope.checkpoint_id)
     return seal_body(core, ids, frame)
@@ -194,6 +210,28 @@ def frame_body(core: SaverCore, envelope: Envelope) -> bytes:
 def in_index(core: SaverCore, body: bytes) -> bool:
     """Whether a checkpoint body is kept in its index item rather than in S3."""
     return len(body) <= core.index_inline_limit
+
+
+def body_attrs(
+    core: SaverCore, ids: tuple[str, str, str], body: bytes, trim: bool | None = None
+) -> dict[str, Any]:
+    """The attributes of a checkpoint item that describe its ``body``: ``h``, and
+    ``sz`` and ``b`` (when it is kept in the item).
+
+    ``ids``: thread, namespace, checkpoint id. ``trim`` (default: ``trim_items``), as
+    given to :func:`frame_body`: a body in the item gets the place digest as ``h`` (it
+    may be bare) and no ``sz`` (its length says it); otherwise ``h`` is the SHA-256 of
+    the body (which names its S3 object) and ``sz`` its size.
+    """
+    if not in_index(core, body):
+        return {schema.DIGEST: s(codec.digest(body)), schema.SIZE: n(len(body))}
+    if core.trim_items if trim is None else trim:
+        return {schema.DIGEST: s(schema.place_digest(ids, body)), schema.BODY: b(body)}
+    return {
+        schema.DIGEST: s(codec.digest(body)),
+        schema.SIZE: n(len(body)),
+        schema.BODY: b(body),
+    }
 
 
 def fit_in_index(
