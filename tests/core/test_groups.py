@@ -166,8 +166,10 @@ def test_the_first_group_wins_over_a_later_one_starting_above_it() -> None:
     assert [(i, r.channel) for i, r in w.records] == channels
 
 
-def test_group_writes_false_writes_records_as_before() -> None:
-    item = store_writes(AT_C1, SENDS, "plan", core=make_core(group_writes=False)).item
+@pytest.mark.parametrize("switch", [{"group_writes": False}, {"chunk_items": False}])
+def test_group_writes_false_writes_records_as_before(switch: dict[str, bool]) -> None:
+    """Also with ``chunk_items=False``, which promises what 0.4.x reads."""
+    item = store_writes(AT_C1, SENDS, "plan", core=make_core(**switch)).item
     assert attrs(item) == {f"w{i}" for i in range(10)}
     assert all(item[a]["B"][:1] != codec.GROUP_RECORD for a in attrs(item))
 

@@ -14,8 +14,8 @@ items of the thread's partition); a sealed one is read with the key ring it keep
 scenarios that existed when it was written (its recorded ``threads``: those whose
 ``since`` is at most its layout), and every scenario's ``after`` part runs on every
 fixture holding its thread and must give there what it gives on ``InMemorySaver``.
-Today's code continues the threads with its default ``chunk_items=True`` (layout 5), so
-each continued thread mixes layouts.
+Today's code continues the threads with its defaults (layout 6: chunk items, grouped
+records, trimmed checkpoint items), so each continued thread mixes layouts.
 """
 
 from __future__ import annotations

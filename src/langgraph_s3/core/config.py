@@ -60,8 +60,9 @@ class SaverOptions(TypedDict, total=False):
         group_writes: Store a ``put_writes`` call's small regular writes as one
             record compressed together when that makes the item smaller (default
             True; see docs/layout.md, "Grouped records"). False writes one record per
-            write as before; groups are read either way. Releases before grouped
-            records cannot read a task's writes that hold one.
+            write, what 0.5.x reads; groups are read either way. Releases before
+            0.6.0 cannot read a task's writes that hold one. ``chunk_items=False``
+            (what 0.4.x reads) turns it off too.
         trim_items: Keep a checkpoint body that fits in its index item without the
             ids the item holds, bound to them by a 16-byte ``h`` instead of a 64-hex
             SHA-256, and leave out ``sz`` (layout 6; default True; see docs/layout.md,

@@ -97,6 +97,18 @@ class Caches:
             by_thread.discard_group(thread_id)
 
 
+def strict_serde(serde: SerializerProtocol) -> SerializerProtocol:
+    """``serde``, unless it (or the serializer it wraps) falls back to pickle."""
+    if getattr(serde, "pickle_fallback", False) or getattr(
+        getattr(serde, "serde", None), "pickle_fallback", False
+    ):
+        raise InvalidConfigError(
+            "serializers with pickle_fallback=True are refused: loading pickled data "
+            "executes code. Pass a serde without pickle fallback"
+        )
+    return serde
+
+
 class SaverCore(BaseCheckpointSaver[str]):
     """Everything ``S3Saver`` and ``AsyncS3Saver`` share: settings, caches, uploads."""
 
@@ -132,14 +144,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             region_name=region_name,
             cross_region=cross_region,
         )
-        super().__init__(serde=serde or JsonPlusSerializer())
-        if getattr(self.serde, "pickle_fallback", False) or getattr(
-            getattr(self.serde, "serde", None), "pickle_fallback", False
-        ):
-            raise InvalidConfigError(
-                "serializers with pickle_fallback=True are refused: loading pickled data "
-                "executes code. Pass a serde without pickle fallback"
-            )
+        super().__init__(serde=strict_serde(serde or JsonPlusSerializer()))
         self.bucket = bucket
         self.table = table
         self.layout = Layout(normalize_prefix(prefix))
@@ -151,10 +156,11 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.touch_on_read = touch_on_read
         #: Store small new chunks as chunk items (``core/chunkitems.py``), not blobs.
         self.chunk_items = chunk_items
+        # ``chunk_items=False`` promises data 0.4.x reads: groups and trimmed items,
+        # which no release before 0.6.0 reads, are off with it.
         #: Store a call's small writes as one record (``core/groups.py``).
-        self.group_writes = group_writes
-        #: Write trimmed checkpoint items (layout 6, ``values.body_attrs``); off with
-        #: ``chunk_items=False`` too, which promises data 0.4.x reads.
+        self.group_writes = group_writes and chunk_items
+        #: Write trimmed checkpoint items (layout 6, ``values.body_attrs``).
         self.trim_items = trim_items and chunk_items
         self.region_name = region_name
         self.cross_region = cross_region

@@ -17,6 +17,7 @@ new class in one of those modules; a new item attribute is a constant in ``schem
 """
 
 from langgraph_s3.core.index.items import Item, Key, key
+from langgraph_s3.core.index.pending import WritesUpdate, writes_updates
 from langgraph_s3.core.index.reads import (
     BatchGet,
     Got,
@@ -46,7 +47,6 @@ from langgraph_s3.core.index.writes import (
     TouchHead,
     Transact,
     UnlinkParent,
-    WritesUpdate,
     absent_part,
     delete_requests,
     head_part,
@@ -54,7 +54,6 @@ from langgraph_s3.core.index.writes import (
     put_new_part,
     put_part,
     put_requests,
-    writes_updates,
 )
 
 __all__ = [

@@ -19,18 +19,15 @@ from langgraph_s3.core.schema import (
     READ_AT,
     REGION,
     SK,
-    TASK_ID,
-    TASK_PATH,
     THREAD,
     WRAPPED,
     b,
     n,
-    record_attr,
     s,
 )
 from langgraph_s3.operations import IndexRequest
 
-_CHECK_FAILED = "ConditionalCheckFailedException"
+CHECK_FAILED = "ConditionalCheckFailedException"
 TXN_CANCELLED = "TransactionCanceledException"
 IDEMPOTENT_MISMATCH = "IdempotentParameterMismatchException"
 
@@ -170,117 +167,6 @@ def owner_part(table: str, pk: str, region: str, *, home: bool) -> Part:
 
 
 @dataclass(frozen=True)
-class WritesUpdate(IndexRequest[bool]):
-    """Store records on a task's pending-writes item (UpdateItem). Result: whether it
-    did (False: the item holds a record in the span of one of ``guards``).
-
-    A regular write (index >= 0) is never overwritten (a retried task resends the
-    same values); a special one (index < 0) is, like ``InMemorySaver`` replaces it.
-    A group of records is stored only where no attribute of its span exists yet
-    (``guards``: lowest and highest index of each group; ``core/groups.py``).
-    """
-
-    table: str
-    pk: str
-    sk: str
-    task_id: str
-    task_path: str
-    cid: str
-    at: int
-    records: tuple[tuple[int, bytes], ...] = field(repr=False)
-    guards: tuple[tuple[int, int], ...] = ()
-    expect: frozenset[str] = frozenset({_CHECK_FAILED})
-
-    def update(self) -> dict[str, Any]:
-        """The UpdateItem request (also the ``writes`` part of a transaction)."""
-        values: dict[str, Any] = {
-            ":tid": s(self.task_id),
-            ":tp": s(self.task_path),
-            ":cid": s(self.cid),
-            ":at": n(self.at),
-        }
-        for i, data in self.records:
-            values[f":{record_attr(i)}"] = b(data)
-        return {
-            "TableName": self.table,
-            "Key": key(self.pk, self.sk),
-            "UpdateExpression": (
-                "SET #tid = :tid, #tp = if_not_exists(#tp, :tp), #cid = :cid, #at = :at, "
-                + ", ".join(_record_clause(i) for i, _ in self.records)
-            ),
-            "ExpressionAttributeNames": {"#tid": TASK_ID, "#tp": TASK_PATH, "#cid": CID, "#at": AT},
-            "ExpressionAttributeValues": values,
-        }
-
-    def guarded(self) -> dict[str, Any]:
-        """:meth:`update` under the condition of ``guards``, if any."""
-        update = self.update()
-        if self.guards:
-            update["ConditionExpression"] = guard_condition(self.guards)
-        return update
-
-    def call(self) -> tuple[str, dict[str, Any]]:
-        return "update_item", self.guarded()
-
-    def result(self, response: Mapping[str, Any]) -> bool:
-        return True
-
-    def refused(self, code: str, response: Mapping[str, Any]) -> bool:
-        return False
-
-    def part(self) -> Part:
-        """This update as the ``writes`` part of a transaction."""
-        return ("writes", {"Update": self.guarded()})
-
-
-def _record_clause(i: int) -> str:
-    name = record_attr(i)
-    return f"{name} = if_not_exists({name}, :{name})" if i >= 0 else f"{name} = :{name}"
-
-
-def guard_condition(guards: Sequence[tuple[int, int]]) -> str:
-    """No attribute of the spans ``guards`` (lowest, highest write index) exists."""
-    return " AND ".join(
-        f"attribute_not_exists({record_attr(i)})" for lo, hi in guards for i in range(lo, hi + 1)
-    )
-
-
-def writes_updates(
-    base: WritesUpdate,
-    packed: Mapping[int, bytes],
-    budget: int,
-    spans: Mapping[int, int] | None = None,
-) -> list[WritesUpdate]:
-    """``base`` (with no records) storing the records ``packed`` (index -> record);
-    ``spans``: the groups among them, lowest -> highest index they span.
-
-    One request whatever the number of writes, unless DynamoDB's 4 KB expression
-    limit (``budget``, counting a group's condition with its clause) forces a split
-    (about 140 writes in one call).
-    """
-    spans = spans or {}
-    groups: list[list[tuple[int, bytes]]] = [[]]
-    length = 0
-    for i, data in packed.items():
-        clause = len(_record_clause(i))
-        if i in spans:
-            clause += len(guard_condition([(i, spans[i])])) + 5
-        if groups[-1] and length + clause > budget:
-            groups.append([])
-            length = 0
-        groups[-1].append((i, data))
-        length += clause + 2
-    return [
-        replace(
-            base,
-            records=tuple(group),
-            guards=tuple((i, spans[i]) for i, _ in group if i in spans),
-        )
-        for group in groups
-    ]
-
-
-@dataclass(frozen=True)
 class BatchWrite(IndexRequest[list[Mapping[str, Any]]]):
     """BatchWriteItem of up to 25 puts or deletes. Result: what DynamoDB deferred."""
 
@@ -307,7 +193,7 @@ def put_requests(items: Sequence[Item]) -> list[Mapping[str, Any]]:
 class _Conditional(IndexRequest[bool]):
     """An update or delete that only applies under a condition. Result: whether it did."""
 
-    expect = frozenset({_CHECK_FAILED})
+    expect = frozenset({CHECK_FAILED})
 
     def result(self, response: Mapping[str, Any]) -> bool:
         return True
