@@ -158,6 +158,17 @@ def sealed_payload(data: bytes, *, key: str) -> bytes:
     return data[_HEADER_LEN + _LENGTH_LEN :]
 
 
+def check_version(data: bytes, *, key: str) -> None:
+    """Refuse an object whose header names a format version newer than this library
+    reads (:class:`UnsupportedFormatError`); anything else passes."""
+    if len(data) > len(MAGIC) and data.startswith(MAGIC) and data[len(MAGIC)] > FORMAT_VERSION:
+        raise UnsupportedFormatError(
+            f"object {key!r} uses format version {data[len(MAGIC)]}, this library reads "
+            f"up to {FORMAT_VERSION}: upgrade langgraph-s3",
+            key=key,
+        )
+
+
 def unframe(data: bytes, *, key: str, kind: bytes) -> bytes:
     """Check the header of an object read from ``key`` and return its payload."""
     if len(data) < _HEADER_LEN or not data.startswith(MAGIC):
@@ -166,13 +177,8 @@ def unframe(data: bytes, *, key: str, kind: bytes) -> bytes:
             f"({len(data)} bytes); it was not written by this library or was truncated",
             key=key,
         )
+    check_version(data, key=key)
     version = data[len(MAGIC)]
-    if version > FORMAT_VERSION:
-        raise UnsupportedFormatError(
-            f"object {key!r} uses format version {version}, this library reads up to "
-            f"{FORMAT_VERSION}: upgrade langgraph-s3",
-            key=key,
-        )
     if version < 1:
         raise CorruptObjectError(f"object {key!r} has invalid format version 0", key=key)
     found = data[len(MAGIC) + 1 : _HEADER_LEN]

@@ -109,3 +109,19 @@ def test_a_bare_body_says_it_needs_layout_6(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(codec, "FORMAT_VERSION", codec.LAYOUT_ITEMS)  # what 0.5.0 reads
     with pytest.raises(UnsupportedFormatError, match="upgrade"):
         read_back(item)
+
+
+def test_a_newer_body_under_a_digest_this_release_does_not_know_says_upgrade(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A later layout may bind a body to its item by another kind of ``h``: a reader
+    that cannot check it says "upgrade" (the body's version is newer), not "altered",
+    which is what 0.5.0 says of layout 6."""
+    item = canned.store(canned.config(cid="c01"), canned.checkpoint("c02", VALUES)).item
+    monkeypatch.setattr(codec, "FORMAT_VERSION", codec.LAYOUT_ITEMS)  # as if 6 were newer
+    other = {**item, schema.DIGEST: schema.s("x" * 30)}  # an h of a form it does not know
+    with pytest.raises(UnsupportedFormatError, match=r"format version 6.*upgrade"):
+        read_back(other)
+    monkeypatch.undo()  # this release: the same item is damage
+    with pytest.raises(CorruptObjectError, match="does not match the digest"):
+        read_back(other)
