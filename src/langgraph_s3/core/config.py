@@ -54,8 +54,9 @@ class SaverOptions(TypedDict, total=False):
         chunk_items: Store a call's one or two small new value chunks as items of the
             thread's index partition (layout 5) instead of S3 blobs, when that costs
             fewer write units than the PUTs it replaces (default True; see
-            docs/layout.md, "Chunk items"). False writes layout 4 as before; chunk
-            items are read either way. Releases before layout 5 cannot read a
+            docs/layout.md, "Chunk items"). False writes what 0.4.x reads (layout 3,
+            or 4 with encryption), so it turns ``group_writes`` and ``trim_items``
+            off too; chunk items are read either way. Releases before layout 5 cannot read a
             checkpoint that names one.
         group_writes: Store a ``put_writes`` call's small regular writes as one
             record compressed together when that makes the item smaller (default

@@ -195,6 +195,13 @@ def frame_body(core: SaverCore, envelope: Envelope, trim: bool | None = None) ->
     return _frame(core, replace(envelope, bare=False))
 
 
+def frame_if_fits(core: SaverCore, envelope: Envelope) -> bytes | None:
+    """``frame_body(core, envelope)`` if it fits in the index item, else None: framed
+    once (``frame_body`` frames a body that does not fit again, whole, for S3)."""
+    body = _frame(core, replace(envelope, bare=core.trim_items))
+    return body if in_index(core, body) else None
+
+
 def _frame(core: SaverCore, envelope: Envelope) -> bytes:
     version = envelope.format or codec.LAYOUT_1
     frame = codec.frame(
@@ -262,7 +269,7 @@ def fit_in_index(
     # First, cheaply, the body with every candidate moved (each as the one-blob
     # reference it would get without a hint): if even that does not fit, stop.
     shapes = {name: blob_shape(inline[name].type, inline[name].data) for name in movable}
-    if not in_index(core, frame_body(core, replace(envelope, channels={**entries, **shapes}))):
+    if frame_if_fits(core, replace(envelope, channels={**entries, **shapes})) is None:
         return body
     moved: dict[str, Entry] = {}
     added: dict[str, bytes] = {}
@@ -271,8 +278,8 @@ def fit_in_index(
         entry, blobs = blob_entry(core, thread_id, inline[name].type, inline[name].data, latest)
         moved[name] = entry
         added.update(blobs)
-        candidate = frame_body(core, replace(envelope, channels={**entries, **moved}))
-        if in_index(core, candidate):
+        candidate = frame_if_fits(core, replace(envelope, channels={**entries, **moved}))
+        if candidate is not None:
             entries.update(moved)
             fresh.update(moved)
             uploads.update(added)
