@@ -6,7 +6,8 @@ sdist. Upstream's ``sync_checkpointer`` / ``async_checkpointer`` fixtures build 
 (serialized) through ``tests.conftest._checkpointer_memory``, and AsyncS3Saver over
 HTTP to a moto server (one process per worker) through a replacement of the
 ``async_checkpointer`` fixture. It keeps only the tests that take those fixtures with
-the "memory" parameter, and deselects the documented exclusions.
+the "memory" parameter, deselects the documented exclusions, and runs the documented
+races again when they fail (pytest-rerunfailures).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from fake_aws_env import use_fake_aws
 
 use_fake_aws()
 
-from upstream_exclusions import EXCLUDED  # noqa: E402
+from upstream_exclusions import EXCLUDED, RACE_RERUNS, RACES  # noqa: E402
 
 
 def _keep_request_ids_off_pinned_uuid4() -> None:
@@ -222,6 +223,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixture = _uses(item)
         if fixture in FIXTURES and item.nodeid not in EXCLUDED:
             keep.append(item)
+            if item.nodeid.split("[", 1)[0] in RACES:
+                item.add_marker(pytest.mark.flaky(reruns=RACE_RERUNS))
         else:
             drop.append(item)
     config.hook.pytest_deselected(items=drop)
@@ -259,7 +262,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"upstream langgraph tests with {saver}{sealed}: {parts or 'none'}"
         )
     terminalreporter.write_line(
-        f"upstream tests excluded: {len(EXCLUDED)} (upstream/upstream_exclusions.py)"
+        f"upstream tests excluded: {len(EXCLUDED)}; races run again on failure: "
+        f"{len(RACES)} (upstream/upstream_exclusions.py)"
     )
 
 
