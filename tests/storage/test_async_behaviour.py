@@ -238,6 +238,31 @@ async def test_blobs_are_read_concurrently(server_backend: Backend) -> None:
     assert in_flight["most"] >= 15, in_flight  # one at a time would show 1
 
 
+async def test_put_writes_lets_work_already_due_run_first(server_backend: Backend) -> None:
+    """LangGraph starts ``aput_writes`` in the background from a task's done callback,
+    then wakes what waits for that task. The woken code runs before the saver sends
+    (and builds) its request, instead of after ~2 ms of request building on the loop."""
+    async with server_backend.async_saver() as saver:
+        config = await saver.aput(cfg("due"), empty_checkpoint(), {"source": "input"}, {})
+        _, ddb = await saver.clients()
+        order: list[str] = []
+        ddb.meta.events.register("before-call.dynamodb.*", lambda **_: order.append("request"))
+        done = asyncio.get_running_loop().create_future()
+
+        async def waiting_task() -> None:
+            await done
+            order.append("woken")
+
+        waiter = asyncio.create_task(waiting_task())
+        await asyncio.sleep(0)  # it is waiting now
+        writes = asyncio.ensure_future(saver.aput_writes(config, [("x", 1)], "task-1"))
+        done.set_result(None)
+        await asyncio.gather(writes, waiter)
+        assert order == ["woken", "request"]
+        tup = await saver.aget_tuple(config)
+        assert tup is not None and tup.pending_writes == [("task-1", "x", 1)]
+
+
 # --------------------------------------------------------------------------- (c)
 class LoopThread:
     """An event loop running in a background thread (as in a web server's worker)."""
