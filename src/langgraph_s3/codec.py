@@ -10,8 +10,9 @@ encryption, layout 4), a 4-byte big-endian length and that many bytes sealed by
 header lets a reader refuse an object written by a newer format
 (:class:`UnsupportedFormatError`) instead of misreading it, and lets the layout evolve
 by migration rather than by breakage. A checkpoint body's version is the oldest layout
-that can read it: 5 once a value in it names a chunk item, 3 a chunk list, 2 chunks in
-packs, 1 otherwise. A pack is blob
+that can read it: 7 once it holds a compact checkpoint record, 6 for a body without
+its ids, 5 once a value in it names a chunk item, 3 a chunk list, 2 chunks in packs, 1
+otherwise. A pack is blob
 frames one after the other (sealed ones carry their length, so a whole pack can still be
 cut into its frames).
 """
@@ -28,7 +29,7 @@ from langgraph_s3.errors import CorruptObjectError, SealedObjectError, Unsupport
 
 MAGIC = b"LGS3"
 #: The newest layout this library reads (and writes where it is needed).
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 #: Layout 1: checkpoint bodies, loose blobs, records.
 LAYOUT_1 = 1
 #: Layout 2: value entries may name chunks inside packs (``["p", ...]``).
@@ -43,6 +44,9 @@ LAYOUT_ITEMS = 5
 #: holds (thread, namespace, checkpoint and parent id); the item's ``h`` then binds
 #: the body to the first three (``schema.place_digest``).
 LAYOUT_BARE = 6
+#: Layout 7: the checkpoint without its values may be a compact record
+#: (``core/records.py``) instead of the serializer's bytes.
+LAYOUT_RECORDS = 7
 KIND_CHECKPOINT = b"C"
 KIND_BLOB = b"B"
 KIND_SEALED = b"S"

@@ -46,7 +46,8 @@ def make_core(**settings: Any) -> SaverCore:
 
 def body_versions(body: bytes) -> tuple[int, int]:
     """A plain checkpoint body's frame version, and the layout its entries need (its
-    envelope's ``f``): ``(6, n)`` for a bare body (``trim_items``), ``(n, n)`` else."""
+    envelope's ``f``): ``(7, n)`` with a compact checkpoint record (``trim_items``, the
+    default serializer), ``(n, n)`` else."""
     env = codec.unpack(codec.unframe(body, key="k", kind=codec.KIND_CHECKPOINT), key="k")
     return body[len(codec.MAGIC)], env.get("f", codec.LAYOUT_1)
 

@@ -108,7 +108,7 @@ def test_a_put_with_one_small_new_chunk_writes_one_item_then_commits() -> None:
     txn = script.expect(lambda op: op.method == "transact_write_items", None)
     body = schema.parse_row(txn.params["TransactItems"][0]["Put"]["Item"]).body
     assert body is not None  # trimmed (layout 6), naming a chunk item (5)
-    assert canned.body_versions(body) == (codec.LAYOUT_BARE, codec.LAYOUT_ITEMS)
+    assert canned.body_versions(body) == (codec.LAYOUT_RECORDS, codec.LAYOUT_ITEMS)
     script.returns()
     key = f"t1/b/{item['sk']['S'][2:]}"
     assert core.caches.known_blobs.get(key) is IN_INDEX
@@ -145,7 +145,7 @@ def test_a_known_chunk_item_is_named_where_it_is_and_not_written_again() -> None
     assert again.chunk_items == {}  # referenced, not stored twice
     body = again.row.body
     assert body is not None  # trimmed (layout 6), naming a chunk item (5)
-    assert canned.body_versions(body) == (codec.LAYOUT_BARE, codec.LAYOUT_ITEMS)
+    assert canned.body_versions(body) == (codec.LAYOUT_RECORDS, codec.LAYOUT_ITEMS)
 
 
 def test_a_second_flow_waits_for_the_item_another_flow_writes() -> None:

@@ -77,7 +77,7 @@ def test_the_next_checkpoint_re_uses_the_writes_list_and_its_body_fits_the_index
     stored = store(config(cid="c00"), checkpoint("c01", {"doc": BIG, "x": 1}), core=core)
     assert stored.objects == {}  # nothing cut or uploaded again
     body = stored.item[schema.BODY]["B"]
-    assert body_versions(body) == (codec.LAYOUT_BARE, codec.LAYOUT_LISTS)
+    assert body_versions(body) == (codec.LAYOUT_RECORDS, codec.LAYOUT_LISTS)
     assert len(body) < 1000
     env = read.open_envelope(core, stored.row, body)
     assert env.channels["doc"] == record(w.item)
@@ -112,7 +112,8 @@ def test_a_value_under_the_limit_keeps_its_chunk_list_inline() -> None:
     stored = store(config(), checkpoint("c01", {"doc": SMALL}))
     env = read.open_envelope(make_core(), stored.row, stored.item[schema.BODY]["B"])
     assert isinstance(env.channels["doc"], Blobs)
-    assert body_versions(stored.item[schema.BODY]["B"]) == (codec.LAYOUT_BARE, codec.LAYOUT_PACKS)
+    body = stored.item[schema.BODY]["B"]
+    assert body_versions(body) == (codec.LAYOUT_RECORDS, codec.LAYOUT_PACKS)
 
 
 def test_a_body_in_s3_that_names_a_list_reads_back_in_three_round_trips() -> None:

@@ -90,7 +90,7 @@ def test_a_put_of_a_large_value_makes_one_put_and_reads_back_in_one_round_trip()
     assert pack_key.endswith(".pack")
     body = stored.item[schema.BODY]["B"]
     # the body says it needs layout 2 (and 6: it is bare)
-    assert body_versions(body) == (codec.LAYOUT_BARE, codec.LAYOUT_PACKS)
+    assert body_versions(body) == (codec.LAYOUT_RECORDS, codec.LAYOUT_PACKS)
 
     core = make_core()  # a fresh saver: nothing cached
     script = Script(read.get_tuple(core, config(cid="c01")))
@@ -221,7 +221,7 @@ def test_a_body_that_re_uses_packed_chunks_is_version_2_though_it_uploads_nothin
     )
     assert first.objects and not second.objects
     body = second.item[schema.BODY]["B"]
-    assert body_versions(body) == (codec.LAYOUT_BARE, codec.LAYOUT_PACKS)
+    assert body_versions(body) == (codec.LAYOUT_RECORDS, codec.LAYOUT_PACKS)
 
 
 def test_a_warm_read_of_a_body_in_s3_sends_no_range_again() -> None:

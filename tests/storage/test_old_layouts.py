@@ -9,13 +9,16 @@ layout 2, commit 61aa109; ``v3``: 0.3.0, with chunk lists, layout 3, commit 3192
 ``v41s``: 0.4.1, commit ace3d50, without and with ``encryption=`` (layout 3 and 4,
 checkpoint items with the thread's incarnation ``g``); ``v50`` and ``v50s``: 0.5.0,
 commit a0da6af, without and with ``encryption=`` (layout 5: small chunks stored as chunk
-items of the thread's partition); a sealed one is read with the key ring it keeps); see
+items of the thread's partition); ``v60`` and ``v60s``: 0.6.0, commit 48e6ed9, without and
+with ``encryption=`` (layout 6: trimmed checkpoint items, grouped records); a sealed one is
+read with the key ring it keeps); see
 ``tests/layouts/write.py`` for how they were made. A fixture holds the threads of the
 scenarios that existed when it was written (its recorded ``threads``: those whose
 ``since`` is at most its layout), and every scenario's ``after`` part runs on every
 fixture holding its thread and must give there what it gives on ``InMemorySaver``.
-Today's code continues the threads with its defaults (layout 6: chunk items, grouped
-records, trimmed checkpoint items), so each continued thread mixes layouts.
+Today's code continues the threads with its defaults (layout 7: chunk items, grouped
+records, trimmed checkpoint items holding compact checkpoint records), so each continued
+thread mixes layouts.
 """
 
 from __future__ import annotations
@@ -50,9 +53,11 @@ WRITTEN_BY = {
     "v41s": ("0.4.1", "ace3d50", 4),
     "v50": ("0.5.0", "a0da6af", 5),
     "v50s": ("0.5.0", "a0da6af", 5),
+    "v60": ("0.6.0", "48e6ed9", 6),
+    "v60s": ("0.6.0", "48e6ed9", 6),
 }
 #: the fixtures written with ``encryption=``
-SEALED = {"v4", "v41s", "v50s"}
+SEALED = {"v4", "v41s", "v50s", "v60s"}
 PREFIX = "fx/"
 
 
@@ -117,6 +122,11 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     release = tuple(int(part) for part in meta["version"].split("."))
     assert {schema.INCARNATION in i for i in checkpoints} == {release >= (0, 4, 1)}
     assert ("ring" in meta) == (layout in SEALED)
+    # 0.6.0 trims the items that keep their body: h binds the body to its place
+    kept = [i for i in checkpoints if schema.BODY in i]
+    assert kept and {schema.binds_place(i[schema.DIGEST]["S"]) for i in kept} == {
+        number(layout) >= 6
+    }
     # 0.5.0 stores a call's small new chunks as chunk items (layout 5)
     assert any(schema.is_chunk_item(i) for i in fixture(layout)["items"]) == (number(layout) >= 5)
     if "ring" in meta:
@@ -131,6 +141,8 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     lists = {where for where, found in kinds.items() if "l" in found}
     assert lists == ({"body", "write"} if number(layout) >= 3 else set())
     assert ("x" in kinds["body"] | kinds["write"]) == (number(layout) >= 5)
+    # 0.6.0 stores a call's small regular writes as one group (grouped records)
+    assert bool(kinds["group"]) == (number(layout) >= 6)
 
 
 def assert_sealed(data: dict[str, Any]) -> None:
@@ -165,15 +177,21 @@ def entry_kinds(layout: str) -> dict[str, set[str]]:
     data = fixture(layout)
     bodies = [base64.b64decode(b) for k, b in data["objects"].items() if "/c/" in k]
     bodies += [base64.b64decode(i[schema.BODY]["B"]) for i in data["items"] if schema.BODY in i]
-    kinds: dict[str, set[str]] = {"body": set(), "write": set()}
+    kinds: dict[str, set[str]] = {"body": set(), "write": set(), "group": set()}
     for body in bodies:
         raw = codec.unpack(codec.unframe(body, key="b", kind=codec.KIND_CHECKPOINT), key="b")
         kinds["body"] |= {entry[0] for entry in raw["ch"].values()}
     for item in data["items"]:
         for name, attr in item.items():
-            if schema.record_index(name) is not None:
-                _, entry = codec.unpack_record(base64.b64decode(attr["B"]), key=name)
-                kinds["write"].add(entry[0])
+            if schema.record_index(name) is None:
+                continue
+            record = base64.b64decode(attr["B"])
+            if record[:1] == codec.GROUP_RECORD:  # 0.6.0: a call's small writes together
+                _, members = codec.unpack_group(record, key=name)
+                kinds["group"] |= {entry[0] for _, entry in members}
+                continue
+            _, entry = codec.unpack_record(record, key=name)
+            kinds["write"].add(entry[0])
     return kinds
 
 

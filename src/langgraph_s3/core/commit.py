@@ -98,7 +98,7 @@ def put(
         ns,
         cid,
         parent_id,
-        values.serialize(core, body_cp, "checkpoint (without values)"),
+        values.serialize_checkpoint(core, body_cp, cid),
         values.serialize_metadata(core, md),
         entries,
     )

@@ -64,12 +64,15 @@ class SaverOptions(TypedDict, total=False):
             write, what 0.5.x reads; groups are read either way. Releases before
             0.6.0 cannot read a task's writes that hold one. ``chunk_items=False``
             (what 0.4.x reads) turns it off too.
-        trim_items: Keep a checkpoint body that fits in its index item without the
-            ids the item holds, bound to them by a 16-byte ``h`` instead of a 64-hex
-            SHA-256, and leave out ``sz`` (layout 6; default True; see docs/layout.md,
-            "Trimmed checkpoint items"). False writes what 0.5.x reads, e.g. while a
-            rolling upgrade still runs 0.5.x somewhere; trimmed items are read either
-            way. ``chunk_items=False`` (what 0.4.x reads) turns it off too.
+        trim_items: Write checkpoint items as small as the newest layout makes them
+            (default True): a body that fits in its index item leaves out the ids the
+            item holds, bound to them by a 16-byte ``h`` instead of a 64-hex SHA-256,
+            without ``sz`` (layout 6, docs/layout.md "Trimmed checkpoint items"); and,
+            with the default serializer, the checkpoint without its values is a
+            compact record (layout 7, "Compact checkpoint records"). False writes what
+            0.5.x reads, e.g. while a rolling upgrade still runs 0.5.x or 0.6.x
+            somewhere; both are read either way. ``chunk_items=False`` (what 0.4.x
+            reads) turns it off too.
     """
 
     inline_threshold: int

@@ -279,7 +279,7 @@ def assemble(
 ) -> CheckpointTuple:
     """A CheckpointTuple from an index row, its writes, its envelope and blob payloads."""
     key = env.key
-    checkpoint = values.deserialize(core, *env.checkpoint, "checkpoint", key)
+    checkpoint = values.deserialize_checkpoint(core, env)
     channel_values = {}
     for name, entry in env.channels.items():
         channel_values[name] = values.decode_value(

@@ -162,6 +162,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.group_writes = group_writes and chunk_items
         #: Write trimmed checkpoint items (layout 6, ``values.body_attrs``).
         self.trim_items = trim_items and chunk_items
+        #: Write the checkpoint without values as a compact record (layout 7,
+        #: ``core/records.py``), where the serializer would make plain msgpack of it.
+        self.compact_records = self.trim_items and type(self.serde) is JsonPlusSerializer
         self.region_name = region_name
         self.cross_region = cross_region
         #: Client-side encryption (``core/sealed.py``); None: nothing is sealed.

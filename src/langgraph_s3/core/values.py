@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import chunking, codec
-from langgraph_s3.core import schema
+from langgraph_s3.core import records, schema
 from langgraph_s3.core.entries import (
     PENDING,
     Blobs,
@@ -55,6 +55,26 @@ def serialize(core: SaverCore, value: Any, what: str) -> tuple[str, bytes]:
             f"{what} would be stored as pickle, which this saver refuses to store or load"
         )
     return type_, bytes(data)
+
+
+def serialize_checkpoint(
+    core: SaverCore, checkpoint: Mapping[str, Any], checkpoint_id: str
+) -> tuple[str, bytes]:
+    """The checkpoint without its values: a compact record (layout 7) where one is
+    exact and the saver writes them, else what the serializer makes of it."""
+    if core.compact_records:
+        record = records.encode(checkpoint, checkpoint_id)
+        if record is not None:
+            return records.RECORD_TYPE, record
+    return serialize(core, dict(checkpoint), "checkpoint (without values)")
+
+
+def deserialize_checkpoint(core: SaverCore, envelope: Envelope) -> Any:
+    """The checkpoint (without its values) an envelope holds."""
+    type_, data = envelope.checkpoint
+    if type_ == records.RECORD_TYPE:
+        return records.decode(data, envelope.checkpoint_id, envelope.key)
+    return deserialize(core, type_, data, "checkpoint", envelope.key)
 
 
 def serialize_metadata(core: SaverCore, md: Mapping[str, Any]) -> tuple[str, bytes]:
@@ -204,6 +224,8 @@ def frame_if_fits(core: SaverCore, envelope: Envelope) -> bytes | None:
 
 def _frame(core: SaverCore, envelope: Envelope) -> bytes:
     version = envelope.format or codec.LAYOUT_1
+    if envelope.checkpoint[0] == records.RECORD_TYPE:
+        version = max(version, codec.LAYOUT_RECORDS)
     frame = codec.frame(
         codec.KIND_CHECKPOINT,
         codec.pack(envelope.wire()),
