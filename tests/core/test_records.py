@@ -81,7 +81,12 @@ def test_what_it_cannot_hold_exactly_is_left_to_the_serializer(changes: dict[str
     assert records.encode(chat_checkpoint(**changes), CID) is None
 
 
-@pytest.mark.parametrize("data", [b"\xc1", codec.pack({"v": 4}), codec.pack({"V": [b"x"]})])
+NEGATIVE = {"v": 4, "t": 0, "V": ["1", "2"], "c": {"a": -1}, "s": {}}
+
+
+@pytest.mark.parametrize(
+    "data", [b"\xc1", codec.pack({"v": 4}), codec.pack({"V": [b"x"]}), codec.pack(NEGATIVE)]
+)
 def test_a_damaged_record_is_corrupt(data: bytes) -> None:
     with pytest.raises(CorruptObjectError, match="k"):
         records.decode(data, CID, "k")

@@ -77,14 +77,19 @@ def decode(data: bytes, checkpoint_id: str, key: str) -> dict[str, Any]:
     raw = codec.unpack(data, key=key)
     try:
         versions = [_unversion(v) for v in raw["V"]]
+
+        def named(indexed: Any) -> dict[str, Any]:
+            # An index is a position in V; a negative one would count from its end.
+            if any(type(i) is not int or i < 0 for i in indexed.values()):
+                raise IndexError("not a version index")
+            return {channel: versions[i] for channel, i in indexed.items()}
+
         out: dict[str, Any] = {
             "v": raw["v"],
             "id": checkpoint_id,
             "ts": _unts(raw["t"]),
-            "channel_versions": {ch: versions[i] for ch, i in raw["c"].items()},
-            "versions_seen": {
-                node: {ch: versions[i] for ch, i in seen.items()} for node, seen in raw["s"].items()
-            },
+            "channel_versions": named(raw["c"]),
+            "versions_seen": {node: named(seen) for node, seen in raw["s"].items()},
         }
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise CorruptObjectError(
