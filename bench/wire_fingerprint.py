@@ -7,7 +7,8 @@ Runs a fixed program on S3Saver and on AsyncS3Saver against an embedded moto ser
 graphs with an interrupt and resume, a subgraph, ``update_state`` on an old
 checkpoint, ``list`` with a filter, ``before`` and ``limit``, pending writes large
 enough for blobs, ``copy_thread``, ``prune``, ``delete_for_runs``, ``delete_thread``,
-a ten-turn chat whose message list grows past 16 KiB (chunk items, layout 5) and a
+a ten-turn chat whose message list grows past 16 KiB (chunk items, layout 5), a
+250 KB value carried by a second step and copied (a short chunk list, layout 8) and a
 garbage collection. Clocks, ids and random version tails are made
 deterministic, so two runs of the same code send the same bytes.
 
@@ -177,6 +178,24 @@ def chat(checkpointer: Any) -> Any:
     return builder.compile(checkpointer=checkpointer)
 
 
+def report(checkpointer: Any) -> Any:
+    """A 250 KB value written once and carried by the next step: a new value of several
+    chunks, all in one pack (a short chunk list with its lead, layout 8)."""
+    from langgraph.graph import END, START, StateGraph
+
+    def write(state: State) -> dict[str, Any]:
+        if state.get("doc"):
+            return {"notes": [*state.get("notes", []), "kept"]}
+        rng = random.Random("report")
+        return {"doc": "".join(rng.choice("abcdefghijklmnop ") for _ in range(250_000))}
+
+    builder = StateGraph(State)
+    builder.add_node("write", write)
+    builder.add_edge(START, "write")
+    builder.add_edge("write", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
 def turns() -> list[dict[str, Any]]:
     rng = random.Random("turns")
     return [
@@ -207,6 +226,10 @@ def program(saver: Any) -> None:
     c = chat(saver)
     for message in turns():
         c.invoke(message, {"configurable": {"thread_id": "chat"}}, durability="sync")
+    r = report(saver)
+    for _ in range(2):
+        r.invoke({"topic": "report"}, {"configurable": {"thread_id": "report"}}, durability="sync")
+    saver.copy_thread("report", "report-copy")
     collect(saver, grace=0)
 
 
@@ -232,6 +255,11 @@ async def aprogram(saver: Any) -> None:
     c = chat(saver)
     for message in turns():
         await c.ainvoke(message, {"configurable": {"thread_id": "achat"}}, durability="sync")
+    r = report(saver)
+    for _ in range(2):
+        conf = {"configurable": {"thread_id": "areport"}}
+        await r.ainvoke({"topic": "report"}, conf, durability="sync")
+    await saver.acopy_thread("areport", "areport-copy")
     await acollect(saver, grace=0)
 
 

@@ -29,7 +29,7 @@ from langgraph_s3.errors import CorruptObjectError, SealedObjectError, Unsupport
 
 MAGIC = b"LGS3"
 #: The newest layout this library reads (and writes where it is needed).
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 #: Layout 1: checkpoint bodies, loose blobs, records.
 LAYOUT_1 = 1
 #: Layout 2: value entries may name chunks inside packs (``["p", ...]``).
@@ -47,6 +47,9 @@ LAYOUT_BARE = 6
 #: Layout 7: the checkpoint without its values may be a compact record
 #: (``core/records.py``) instead of the serializer's bytes.
 LAYOUT_RECORDS = 7
+#: Layout 8: a chunk list stored after its chunks in one pack may say how many bytes
+#: before it hold them (``["l", ..., lead]``), so one ranged GET reads both.
+LAYOUT_LEADS = 8
 KIND_CHECKPOINT = b"C"
 KIND_BLOB = b"B"
 KIND_SEALED = b"S"

@@ -38,16 +38,22 @@ from tests.core.script import Script
 T0 = 1_700_000_000.0
 
 
-def make_core(**settings: Any) -> SaverCore:
-    """A saver state on bucket ``b`` and table ``t`` with a fixed clock; no clients."""
+def make_core(list_leads: bool | None = None, **settings: Any) -> SaverCore:
+    """A saver state on bucket ``b`` and table ``t`` with a fixed clock; no clients.
+
+    ``list_leads=False``: values stored as chunk lists and packs as before layout 8
+    (no short lists, no leads), everything else as the settings make it."""
     settings.setdefault("clock", lambda: T0)
-    return SaverCore(bucket="b", table="t", **settings)
+    core = SaverCore(bucket="b", table="t", **settings)
+    if list_leads is not None:
+        core.list_leads = list_leads
+    return core
 
 
 def body_versions(body: bytes) -> tuple[int, int]:
     """A plain checkpoint body's frame version, and the layout its entries need (its
     envelope's ``f``): ``(7, n)`` with a compact checkpoint record (``trim_items``, the
-    default serializer), ``(n, n)`` else."""
+    default serializer) and ``n`` up to 7, ``(n, n)`` else."""
     env = codec.unpack(codec.unframe(body, key="k", kind=codec.KIND_CHECKPOINT), key="k")
     return body[len(codec.MAGIC)], env.get("f", codec.LAYOUT_1)
 

@@ -348,9 +348,26 @@ def test_delta_history_reads_blobs_of_large_writes_and_seeds() -> None:
 def test_delta_history_reads_chunk_lists_of_writes_and_seeds_then_their_chunks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A seed and a write stored through chunk lists: the walk reads the seed's body,
-    then both lists, then the chunks they name."""
+    """A seed and a write stored through chunk lists without leads (before layout 8):
+    the walk reads the seed's body, then both lists, then the chunks they name."""
     monkeypatch.setattr(lists, "LIST_MIN", 8)
+    writer = make_core(index_inline_limit=0, list_leads=False)
+    seed, big_write = os.urandom(200_000).hex(), os.urandom(150_000).hex()
+    root = cp("c1", None, values={"d": seed}, core=writer)
+    child = cp("c2", "c1", values={}, versions={"d": "2"}, core=writer)
+    w = store_writes(config(cid="c1"), [("d", big_write)], "t", core=make_core(list_leads=False))
+    answer = from_bucket({**root.objects, **child.objects, **w.objects})
+    script = Script(history.delta_history(make_core(), config(cid="c2"), ["d"]))
+    script.expect(is_query, page(newest_first(child, w, root)))
+    script.expect([S3Get], [answer(script.pending[0])])  # c1's body
+    script.expect(lambda ops: len(ops) == 2, [answer(op) for op in script.pending])  # lists
+    script.expect(lambda ops: True, [answer(op) for op in script.pending])  # chunks
+    assert script.returns() == {"d": {"writes": [("t", "d", big_write)], "seed": seed}}
+
+
+def test_delta_history_reads_lists_with_leads_and_their_chunks_in_one_round_trip() -> None:
+    """Layout 8: each list comes with the chunks before it in its pack (one ranged GET
+    per pack), so the walk reads the seed's body, then lists and chunks together."""
     writer = make_core(index_inline_limit=0)
     seed, big_write = os.urandom(200_000).hex(), os.urandom(150_000).hex()
     root = cp("c1", None, values={"d": seed}, core=writer)
@@ -360,8 +377,8 @@ def test_delta_history_reads_chunk_lists_of_writes_and_seeds_then_their_chunks(
     script = Script(history.delta_history(make_core(), config(cid="c2"), ["d"]))
     script.expect(is_query, page(newest_first(child, w, root)))
     script.expect([S3Get], [answer(script.pending[0])])  # c1's body
-    script.expect(lambda ops: len(ops) == 2, [answer(op) for op in script.pending])  # lists
-    script.expect(lambda ops: True, [answer(op) for op in script.pending])  # chunks
+    packs = script.expect(lambda ops: len(ops) == 2, [answer(op) for op in script.pending])
+    assert all(op.key.endswith(".pack") and op.start is not None for op in packs)
     assert script.returns() == {"d": {"writes": [("t", "d", big_write)], "seed": seed}}
 
 

@@ -21,6 +21,7 @@ from langgraph_s3.core.entries import (
     entry_from_wire,
     record_from_wire,
 )
+from langgraph_s3.core.state import SaverCore
 from langgraph_s3.errors import CorruptObjectError, UnsupportedFormatError
 from langgraph_s3.keys import Layout
 from langgraph_s3.operations import S3Get
@@ -77,14 +78,14 @@ def test_the_next_checkpoint_re_uses_the_writes_list_and_its_body_fits_the_index
     stored = store(config(cid="c00"), checkpoint("c01", {"doc": BIG, "x": 1}), core=core)
     assert stored.objects == {}  # nothing cut or uploaded again
     body = stored.item[schema.BODY]["B"]
-    assert body_versions(body) == (codec.LAYOUT_RECORDS, codec.LAYOUT_LISTS)
+    assert body_versions(body) == (codec.LAYOUT_LEADS, codec.LAYOUT_LEADS)  # a lead
     assert len(body) < 1000
     env = read.open_envelope(core, stored.row, body)
     assert env.channels["doc"] == record(w.item)
 
 
-def test_a_fresh_reader_fetches_the_list_then_the_chunks() -> None:
-    core = make_core()
+def test_a_fresh_reader_fetches_a_list_without_a_lead_then_its_chunks() -> None:
+    core = make_core(list_leads=False)  # layout 3's lists, as 0.3.0-0.7.x write them
     w = store_writes(config(cid="c01"), [("doc", BIG)], "task", core=core)
     stored = store(config(), checkpoint("c01", {"doc": BIG}), core=core)
     script = Script(read.get_tuple(make_core(), config(cid="c01")))
@@ -108,16 +109,17 @@ def test_a_checkpoint_of_its_own_packs_its_list_and_reads_back() -> None:
     assert tup is not None and tup.checkpoint["channel_values"] == {"doc": BIG}
 
 
-def test_a_value_under_the_limit_keeps_its_chunk_list_inline() -> None:
-    stored = store(config(), checkpoint("c01", {"doc": SMALL}))
+def test_a_value_under_the_limit_keeps_its_chunks_in_its_entry_without_leads() -> None:
+    stored = store(config(), checkpoint("c01", {"doc": SMALL}), core=make_core(list_leads=False))
     env = read.open_envelope(make_core(), stored.row, stored.item[schema.BODY]["B"])
     assert isinstance(env.channels["doc"], Blobs)
     body = stored.item[schema.BODY]["B"]
     assert body_versions(body) == (codec.LAYOUT_RECORDS, codec.LAYOUT_PACKS)
 
 
-def test_a_body_in_s3_that_names_a_list_reads_back_in_three_round_trips() -> None:
-    stored = store(config(), checkpoint("c01", {"doc": BIG}), core=make_core(index_inline_limit=0))
+def test_a_body_in_s3_naming_a_list_without_a_lead_reads_back_in_three_round_trips() -> None:
+    writer = make_core(index_inline_limit=0, list_leads=False)
+    stored = store(config(), checkpoint("c01", {"doc": BIG}), core=writer)
     assert schema.BODY not in stored.item and len(stored.objects) == 2
     assert schema.PACK_PREFETCH in stored.item  # the list's range, named ahead
     answer = from_bucket(stored.objects)
@@ -131,7 +133,7 @@ def test_a_body_in_s3_that_names_a_list_reads_back_in_three_round_trips() -> Non
 
 
 def test_a_damaged_list_is_refused_naming_its_pack() -> None:
-    stored = store(config(), checkpoint("c01", {"doc": BIG}))
+    stored = store(config(), checkpoint("c01", {"doc": BIG}), core=make_core(list_leads=False))
     ((pack_key, body),) = stored.objects.items()
     damaged = body[:-30] + bytes(b ^ 0xFF for b in body[-30:])  # inside the list's frame
     script = Script(read.get_tuple(make_core(), config(cid="c01")))
@@ -173,10 +175,17 @@ def test_a_listed_entry_round_trips_and_a_malformed_one_is_refused() -> None:
             entry_from_wire(bad, "channel 'x'", "k")
 
 
-def test_an_older_release_is_told_to_upgrade(monkeypatch: pytest.MonkeyPatch) -> None:
-    stored = store(config(), checkpoint("c01", {"doc": BIG}))
+@pytest.mark.parametrize(
+    ("doc", "reads"),
+    [(BIG, codec.LAYOUT_PACKS), (SMALL, codec.LAYOUT_RECORDS)],
+    ids=["a-list-to-0.2.0", "a-lead-to-0.7.0"],
+)
+def test_an_older_release_is_told_to_upgrade(
+    monkeypatch: pytest.MonkeyPatch, doc: str, reads: int
+) -> None:
+    stored = store(config(), checkpoint("c01", {"doc": doc}))
     body = stored.item[schema.BODY]["B"]
-    monkeypatch.setattr(codec, "FORMAT_VERSION", codec.LAYOUT_PACKS)  # what 0.2.0 reads
+    monkeypatch.setattr(codec, "FORMAT_VERSION", reads)  # what that release reads
     with pytest.raises(UnsupportedFormatError, match="upgrade langgraph-s3"):
         codec.unframe(body, key="k", kind=codec.KIND_CHECKPOINT)
 
@@ -244,3 +253,150 @@ def test_a_list_whose_chunks_are_all_stored_goes_up_alone_as_a_loose_blob() -> N
     fresh = replace(blobs)
     third = packs.seal(other, "t1", frames, [fresh])
     assert third.shares.bodies == {} and third.resolve(lists.spill(fresh)) == listed
+
+
+# Layout 8: short chunk lists and leads.
+
+
+def short_listed(stored_item: dict[str, object], core: SaverCore | None = None) -> Listed:
+    """The ``doc`` entry of a checkpoint whose body is in its item."""
+    row = schema.parse_row(stored_item)
+    assert row.body is not None
+    env = read.open_envelope(core or make_core(), row, row.body)
+    entry = env.channels["doc"]
+    assert isinstance(entry, Listed)
+    return entry
+
+
+def test_a_new_value_of_a_few_chunks_is_named_by_a_list_right_after_them() -> None:
+    stored = store(config(), checkpoint("c01", {"doc": SMALL}))
+    (body,) = stored.objects.values()
+    entry = short_listed(stored.item)
+    assert entry.span is not None and entry.span.offset + entry.span.length == len(body)
+    # every chunk is before the list in the same pack, from its first byte
+    assert entry.lead == entry.span.offset and entry.reach() == Span(entry.span.pack, 0, len(body))
+    assert body_versions(stored.item[schema.BODY]["B"]) == (codec.LAYOUT_LEADS, codec.LAYOUT_LEADS)
+    # the body holds ~90 bytes for the value, not ~40 per chunk (~17 chunks): 878 -> 198
+    before = store(config(), checkpoint("c01", {"doc": SMALL}), core=make_core(list_leads=False))
+    assert len(stored.item[schema.BODY]["B"]) * 2 < len(before.item[schema.BODY]["B"])
+
+
+def test_a_fresh_reader_gets_a_list_with_a_lead_and_its_chunks_in_one_ranged_get() -> None:
+    core = make_core()
+    w = store_writes(config(cid="c00"), [("doc", SMALL)], "task", core=core)
+    assert isinstance(record(w.item), Listed) and record(w.item).lead is not None
+    stored = store(config(cid="c00"), checkpoint("c01", {"doc": SMALL}), core=core)
+    again = store_writes(config(cid="c01"), [("doc", SMALL)], "task", core=core)
+    assert stored.objects == again.objects == {}  # both name the first write's list
+    ((pack_key, body),) = w.objects.items()
+    script = Script(read.get_tuple(make_core(), config(cid="c01")))
+    script.expect(is_query, page([stored.item, again.item]))
+    (get,) = script.expect([S3Get], [body])
+    assert (get.key, get.start, get.end) == (pack_key, 0, len(body))
+    tup = script.returns()  # list and chunks cut from that range: no other round trip
+    assert tup is not None and tup.checkpoint["channel_values"] == {"doc": SMALL}
+    assert tup.pending_writes == [("task", "doc", SMALL)]
+
+
+def test_a_body_in_s3_naming_a_list_with_a_lead_reads_back_in_two_round_trips() -> None:
+    stored = store(config(), checkpoint("c01", {"doc": BIG}), core=make_core(index_inline_limit=0))
+    assert schema.BODY not in stored.item and len(stored.objects) == 2
+    script = Script(read.get_tuple(make_core(), config(cid="c01")))
+    script.expect(is_query, page([stored.item]))
+    first = script.expect(only_gets, [from_bucket(stored.objects)(op) for op in script.pending])
+    assert sorted(op.key for op in first) == sorted(stored.objects)  # body, pack range
+    tup = script.returns()
+    assert tup is not None and tup.checkpoint["channel_values"] == {"doc": BIG}
+
+
+def test_a_damaged_chunk_before_a_list_is_read_again_alone_and_refused_naming_the_pack() -> None:
+    stored = store(config(), checkpoint("c01", {"doc": SMALL}))
+    ((pack_key, body),) = stored.objects.items()
+    damaged = body[:40] + bytes(b ^ 0xFF for b in body[40:80]) + body[80:]  # the first chunk
+    script = Script(read.get_tuple(make_core(), config(cid="c01")))
+    script.expect(is_query, page([stored.item]))
+    script.expect([S3Get], [damaged])  # the list is whole: it names the chunks
+    (again,) = script.expect([S3Get], [from_bucket({pack_key: damaged})(script.pending[0])])
+    assert again.key == pack_key and again.start == 0  # the damaged chunk on its own
+    assert script.raises(CorruptObjectError).key == pack_key
+
+
+def test_an_edited_value_names_its_old_chunks_in_its_entry_and_reads_back() -> None:
+    core = make_core(chunk_items=False)
+    first = store(config(), checkpoint("c01", {"doc": SMALL}, {"doc": "1.a"}), core=core)
+    edited = SMALL + "0123456789" * 3000  # an append: the list's chunks are re-used
+    second = store(config(cid="c01"), checkpoint("c02", {"doc": edited}, {"doc": "2.a"}), core=core)
+    row = schema.parse_row(second.item)
+    assert row.body is not None
+    assert isinstance(read.open_envelope(core, row, row.body).channels["doc"], Blobs)
+    script = Script(read.get_tuple(make_core(), config(cid="c02")))
+    script.expect(is_query, page([second.item]))
+    tup = script.drain(from_bucket({**first.objects, **second.objects}))
+    assert tup is not None and tup.checkpoint["channel_values"] == {"doc": edited}
+
+
+def test_only_a_value_of_three_or_more_chunks_all_new_gets_a_short_list() -> None:
+    def blobs(*spans: Span | None) -> Blobs:
+        n = len(spans)
+        return Blobs("msgpack", (b"\x01" * 32,) * n, (5,) * n, b"", n, spans)
+
+    old = Span(b"\x07" * 32, 0, 5)
+    assert isinstance(lists.spill(blobs(PENDING, PENDING, PENDING), short=True), Listed)
+    for entry in (blobs(PENDING, PENDING), blobs(PENDING, PENDING, old), blobs(None, None, None)):
+        assert lists.spill(entry, short=True) is entry
+    assert lists.spill(blobs(PENDING, PENDING, PENDING)) == blobs(PENDING, PENDING, PENDING)
+
+
+def test_a_list_whose_chunks_are_in_other_packs_too_has_no_lead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A large call makes several packs and puts the list in the last: a lead would not
+    reach every chunk. A list of more than ``LIST_MIN`` chunks is named without one
+    (read first, then the chunks, as in layout 3); a short one is not used at all: the
+    entry names the chunks, as before layout 8, and they come in one round trip."""
+    monkeypatch.setattr(packs, "PACK_MAX", 80_000)  # SMALL: ~200 KB framed, 3+ packs
+    stored = store(config(), checkpoint("c01", {"doc": SMALL}))
+    assert len(stored.objects) >= 3
+    row = schema.parse_row(stored.item)
+    assert row.body is not None
+    assert isinstance(read.open_envelope(make_core(), row, row.body).channels["doc"], Blobs)
+    assert body_versions(row.body) == (codec.LAYOUT_RECORDS, codec.LAYOUT_PACKS)
+    script = Script(read.get_tuple(make_core(), config(cid="c01")))
+    script.expect(is_query, page([stored.item]))
+    script.expect(only_gets, [from_bucket(stored.objects)(op) for op in script.pending])
+    tup = script.returns()
+    assert tup is not None and tup.checkpoint["channel_values"] == {"doc": SMALL}
+
+    monkeypatch.setattr(lists, "LIST_MIN", 8)  # now a long list
+    stored = store(config(), checkpoint("c01", {"doc": SMALL}))
+    entry = short_listed(stored.item)
+    assert entry.span is not None and entry.lead is None
+    assert body_versions(stored.item[schema.BODY]["B"])[1] == codec.LAYOUT_LISTS
+    script = Script(read.get_tuple(make_core(), config(cid="c01")))
+    script.expect(is_query, page([stored.item]))
+    (get,) = script.expect([S3Get], [from_bucket(stored.objects)(script.pending[0])])
+    assert get.start == entry.span.offset  # the list alone
+    script.expect(only_gets, [from_bucket(stored.objects)(op) for op in script.pending])
+    tup = script.returns()
+    assert tup is not None and tup.checkpoint["channel_values"] == {"doc": SMALL}
+
+
+def test_a_lead_round_trips_and_one_outside_the_pack_is_refused() -> None:
+    entry = Listed(b"\x02" * 32, 900, Span(b"\x03" * 32, 70, 99), lead=70)
+    assert entry.wire()[6] == 70 and entry_from_wire(entry.wire(), "x", "k") == entry
+    assert entry.reach() == Span(b"\x03" * 32, 0, 169)
+    for lead in (71, -1, True, "1"):
+        with pytest.raises(CorruptObjectError, match="malformed"):
+            entry_from_wire([*entry.wire()[:6], lead], "x", "k")
+
+
+def test_without_trimming_no_lead_is_written() -> None:
+    """``trim_items=False`` writes what 0.5.x-0.7.x read: no short list, no lead."""
+    core = make_core(trim_items=False)
+    assert not core.list_leads
+    stored = store(config(), checkpoint("c01", {"doc": BIG}), core=core)
+    row = schema.parse_row(stored.item)
+    assert row.body is not None
+    entry = read.open_envelope(core, row, row.body).channels["doc"]
+    assert isinstance(entry, Listed) and entry.lead is None
+    assert body_versions(row.body) == (codec.LAYOUT_LISTS, codec.LAYOUT_LISTS)

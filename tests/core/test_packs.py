@@ -20,6 +20,7 @@ from langgraph_s3.core.entries import (
     entry_from_wire,
 )
 from langgraph_s3.core.packs import ChunkRef
+from langgraph_s3.core.state import SaverCore
 from langgraph_s3.errors import CorruptObjectError
 from langgraph_s3.operations import S3Get
 from tests.core.canned import (
@@ -39,6 +40,11 @@ from tests.core.script import Script
 DOC = os.urandom(200_000).hex()
 #: 24 KB: one chunk.
 ONE = os.urandom(12_000).hex()
+
+
+def packed() -> SaverCore:
+    """A saver naming every chunk of a new value in its entry (before layout 8)."""
+    return make_core(list_leads=False)
 
 
 def test_one_new_chunk_stays_a_loose_blob_and_the_entry_is_layout_1() -> None:
@@ -85,7 +91,8 @@ def test_a_packed_entry_round_trips_and_a_malformed_one_is_refused() -> None:
 
 
 def test_a_put_of_a_large_value_makes_one_put_and_reads_back_in_one_round_trip() -> None:
-    stored = store(config(), checkpoint("c01", {"doc": DOC, "x": 1}))
+    # its chunks named one by one (before layout 8: test_lists has the short list)
+    stored = store(config(), checkpoint("c01", {"doc": DOC, "x": 1}), core=packed())
     (pack_key,) = stored.objects
     assert pack_key.endswith(".pack")
     body = stored.item[schema.BODY]["B"]
@@ -117,7 +124,7 @@ def test_a_body_in_s3_and_its_packed_chunks_come_in_one_round_trip() -> None:
 
 
 def test_a_damaged_chunk_in_a_pack_is_refused_naming_the_pack() -> None:
-    stored = store(config(), checkpoint("c01", {"doc": DOC}))
+    stored = store(config(), checkpoint("c01", {"doc": DOC}), core=packed())
     ((pack_key, body),) = stored.objects.items()
     damaged = body[:-40] + bytes(b ^ 0xFF for b in body[-40:])
     script = Script(read.get_tuple(make_core(), config(cid="c01")))
@@ -168,7 +175,7 @@ def test_a_large_call_makes_several_packs_read_in_parallel_parts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(packs, "PACK_MAX", 100_000)  # DOC: 200 KB framed, three packs
-    stored = store(config(), checkpoint("c01", {"doc": DOC}))
+    stored = store(config(), checkpoint("c01", {"doc": DOC}), core=packed())
     sizes = [len(b) for b in stored.objects.values()]
     assert len(sizes) >= 3 and max(sizes) <= 100_000
     script = Script(read.get_tuple(make_core(), config(cid="c01")))
@@ -209,7 +216,7 @@ def test_two_or_fewer_new_chunks_stay_loose_blobs() -> None:
 def test_a_body_that_re_uses_packed_chunks_is_version_2_though_it_uploads_nothing() -> None:
     """An older release must be told to upgrade (UnsupportedFormatError), not see an
     unknown entry kind, whenever a body names a pack, also when the put uploaded none."""
-    core = make_core()
+    core = make_core(list_leads=False)
     first = store(
         config(), checkpoint("c01", {"doc": DOC, "x": 1}, {"doc": "1.a", "x": "1.a"}), core=core
     )

@@ -10,15 +10,16 @@ layout 2, commit 61aa109; ``v3``: 0.3.0, with chunk lists, layout 3, commit 3192
 checkpoint items with the thread's incarnation ``g``); ``v50`` and ``v50s``: 0.5.0,
 commit a0da6af, without and with ``encryption=`` (layout 5: small chunks stored as chunk
 items of the thread's partition); ``v60`` and ``v60s``: 0.6.0, commit 48e6ed9, without and
-with ``encryption=`` (layout 6: trimmed checkpoint items, grouped records); a sealed one is
-read with the key ring it keeps); see
+with ``encryption=`` (layout 6: trimmed checkpoint items, grouped records); ``v70`` and
+``v70s``: 0.7.0, commit a8f00c8, without and with ``encryption=`` (layout 7: compact
+checkpoint records); a sealed one is read with the key ring it keeps); see
 ``tests/layouts/write.py`` for how they were made. A fixture holds the threads of the
 scenarios that existed when it was written (its recorded ``threads``: those whose
 ``since`` is at most its layout), and every scenario's ``after`` part runs on every
 fixture holding its thread and must give there what it gives on ``InMemorySaver``.
-Today's code continues the threads with its defaults (layout 7: chunk items, grouped
-records, trimmed checkpoint items holding compact checkpoint records), so each continued
-thread mixes layouts.
+Today's code continues the threads with its defaults (layout 8: chunk items, grouped
+records, trimmed checkpoint items holding compact checkpoint records, chunk lists with
+leads), so each continued thread mixes layouts.
 """
 
 from __future__ import annotations
@@ -55,9 +56,11 @@ WRITTEN_BY = {
     "v50s": ("0.5.0", "a0da6af", 5),
     "v60": ("0.6.0", "48e6ed9", 6),
     "v60s": ("0.6.0", "48e6ed9", 6),
+    "v70": ("0.7.0", "a8f00c8", 7),
+    "v70s": ("0.7.0", "a8f00c8", 7),
 }
 #: the fixtures written with ``encryption=``
-SEALED = {"v4", "v41s", "v50s", "v60s"}
+SEALED = {"v4", "v41s", "v50s", "v60s", "v70s"}
 PREFIX = "fx/"
 
 
@@ -143,6 +146,9 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     assert ("x" in kinds["body"] | kinds["write"]) == (number(layout) >= 5)
     # 0.6.0 stores a call's small regular writes as one group (grouped records)
     assert bool(kinds["group"]) == (number(layout) >= 6)
+    # 0.7.0 stores the checkpoint without its values as a compact record, every time
+    # the default serializer would (none of these threads has a reason not to)
+    assert kinds["checkpoint"] == ({"lgs3/cp"} if number(layout) >= 7 else {"msgpack"})
 
 
 def assert_sealed(data: dict[str, Any]) -> None:
@@ -177,10 +183,11 @@ def entry_kinds(layout: str) -> dict[str, set[str]]:
     data = fixture(layout)
     bodies = [base64.b64decode(b) for k, b in data["objects"].items() if "/c/" in k]
     bodies += [base64.b64decode(i[schema.BODY]["B"]) for i in data["items"] if schema.BODY in i]
-    kinds: dict[str, set[str]] = {"body": set(), "write": set(), "group": set()}
+    kinds: dict[str, set[str]] = {k: set() for k in ("body", "write", "group", "checkpoint")}
     for body in bodies:
         raw = codec.unpack(codec.unframe(body, key="b", kind=codec.KIND_CHECKPOINT), key="b")
         kinds["body"] |= {entry[0] for entry in raw["ch"].values()}
+        kinds["checkpoint"].add(raw["cp"][0])
     for item in data["items"]:
         for name, attr in item.items():
             if schema.record_index(name) is None:

@@ -304,8 +304,8 @@ def _mark_thread(
                 run.protected.append(folder)
                 continue
             for _, rec in records:
-                if isinstance(rec.entry, Listed):
-                    run.listed.append((folder, rec.entry))
+                if isinstance(rec.entry, Listed) and rec.entry.lead is None:
+                    run.listed.append((folder, rec.entry))  # read it: what it lists
                 else:
                     referenced.extend(needed(folder, rec.entry))
     run.store.reference(referenced)  # one transaction per thread
@@ -350,8 +350,8 @@ def _mark_checkpoints(run: _Run, rows: list[Row]) -> Flow[None]:
         if env is not None:
             folder = run.core.layout.thread_prefix(row.thread_id)
             for entry in env.channels.values():
-                if isinstance(entry, Listed):
-                    run.listed.append((folder, entry))
+                if isinstance(entry, Listed) and entry.lead is None:
+                    run.listed.append((folder, entry))  # read it: what it lists
                 else:
                     referenced.extend(needed(folder, entry))
     run.store.reference(referenced)  # one transaction per batch

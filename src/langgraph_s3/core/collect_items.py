@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from langgraph_s3.core.entries import Entry
+from langgraph_s3.core.entries import Entry, Listed
 from langgraph_s3.core.gcreport import GcReport
 from langgraph_s3.core.index import DeleteUnchanged
 from langgraph_s3.core.packs import chunk_refs_in, objects_in
@@ -54,7 +54,10 @@ def ref_key(folder: str, sk: str) -> str:
 
 def needed(folder: str, entry: Entry) -> list[str]:
     """What a value entry needs to exist: its S3 objects (:func:`packs.objects_in`)
-    and its chunk items (:func:`ref_key`). A chunk list must have been read."""
+    and its chunk items (:func:`ref_key`). A chunk list must have been read, unless
+    it has a lead (layout 8: its pack holds every chunk it names, none is an item)."""
+    if isinstance(entry, Listed) and entry.lead is not None:
+        return objects_in(folder, entry)
     items = [
         ref_key(folder, CHUNK_SK_PREFIX + ref.key.rsplit("/", 1)[1])
         for ref in chunk_refs_in(folder, entry)

@@ -192,7 +192,7 @@ def _encode_channels(
                 core.caches.latest.get((thread_id, ns, name)),
             )
             uploads.update(blobs)
-            entry = lists.spill(entry)
+            entry = lists.spill(entry, core.list_leads)
             fresh[name] = entry
         entries[name] = entry
     return entries, uploads, fresh
@@ -272,7 +272,7 @@ def _pack_ranges(entries: Mapping[str, Entry]) -> list[tuple[bytes, int, int]]:
     for entry in entries.values():
         spans = entry.spans if isinstance(entry, Blobs) else None
         if isinstance(entry, Listed):
-            spans = (entry.span,)
+            spans = (entry.reach(),)  # the list, and its chunks before it in its pack
         for span in spans or ():
             if isinstance(span, Span):
                 start, end = ranges.get(span.pack, (span.offset, span.offset + span.length))

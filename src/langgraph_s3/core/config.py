@@ -67,10 +67,12 @@ class SaverOptions(TypedDict, total=False):
         trim_items: Write checkpoint items as small as the newest layout makes them
             (default True): a body that fits in its index item leaves out the ids the
             item holds, bound to them by a 16-byte ``h`` instead of a 64-hex SHA-256,
-            without ``sz`` (layout 6, docs/layout.md "Trimmed checkpoint items"); and,
+            without ``sz`` (layout 6, docs/layout.md "Trimmed checkpoint items");
             with the default serializer, the checkpoint without its values is a
-            compact record (layout 7, "Compact checkpoint records"). False writes what
-            0.5.x reads, e.g. while a rolling upgrade still runs 0.5.x or 0.6.x
+            compact record (layout 7, "Compact checkpoint records"); and a new value
+            of a few chunks is named by a chunk list stored right after them in their
+            pack, with its lead (layout 8, "Chunk lists with a lead"). False writes
+            what 0.5.x reads, e.g. while a rolling upgrade still runs 0.5.x to 0.7.x
             somewhere; both are read either way. ``chunk_items=False`` (what 0.4.x
             reads) turns it off too.
     """

@@ -21,7 +21,9 @@ written stays byte for byte what older releases wrote and read.
   length]`` (layout 3), a value with many chunks whose ``"r"``/``"p"`` entry is
   itself stored once, as a blob (a *chunk list*, :mod:`langgraph_s3.core.lists`),
   loose or in a pack: the entry names that blob's digest and size, and where it is
-  packed.
+  packed. ``["l", digest, size, pack, offset, length, lead]`` (layout 8): the
+  ``lead`` bytes of the pack before the list hold every chunk it names, so one
+  ranged GET brings the list and them, and the pack is all the value needs.
 - :class:`Record`: ``[channel, entry]``, one pending write.
 - :class:`Envelope`: the map a checkpoint object (or index body) holds.
 """
@@ -164,12 +166,25 @@ class Listed:
     #: where the chunk list is packed (None: a loose blob)
     span: Span | None
     blobs: Blobs | None = field(default=None, compare=False, repr=False)
+    #: how many bytes of the pack before the list hold every chunk it names (layout
+    #: 8), so a reader fetches them with the list; None: read the list first (layout 3)
+    lead: int | None = None
 
     def wire(self) -> list[Any]:
         out: list[Any] = ["l", self.digest, self.size]
         if self.span is not None:
             out += [self.span.pack, self.span.offset, self.span.length]
+            if self.lead is not None:
+                out.append(self.lead)
         return out
+
+    def reach(self) -> Span | None:
+        """The bytes of its pack that hold the list and the chunks before it (its
+        ``lead``): what one ranged GET reads; None for a loose list."""
+        if self.span is None:
+            return None
+        lead = self.lead or 0
+        return Span(self.span.pack, self.span.offset - lead, lead + self.span.length)
 
     def resolved(self) -> Blobs:
         """The entry this chunk list holds; it must have been read (``lists.expand``)."""
@@ -195,7 +210,7 @@ def entry_from_wire(raw: Any, what: str, key: str) -> Entry:
             return Blobs(_text(raw[1]), digests, sizes, _bytes(raw[4]), stable)
         if kind in ("p", "x") and len(raw) == 8:
             return _packed_from_wire(raw, items=kind == "x")
-        if kind == "l" and len(raw) in (3, 6):
+        if kind == "l" and len(raw) in (3, 6, 7):
             return _listed_from_wire(raw)
     except (TypeError, ValueError, IndexError) as exc:
         raise CorruptObjectError(f"{what} in {key!r} has a malformed entry", key=key) from exc
@@ -229,12 +244,17 @@ def _listed_from_wire(raw: Any) -> Listed:
     digest, size = _bytes(raw[1]), _int(raw[2])
     if len(digest) != 32 or size < 0:
         raise ValueError("not a chunk list reference")
-    span = None
-    if len(raw) == 6:
+    span: Span | None = None
+    lead: int | None = None
+    if len(raw) >= 6:
         span = Span(_bytes(raw[3]), _int(raw[4]), _int(raw[5]))
         if len(span.pack) != 32 or span.offset < 0 or span.length < 0:
             raise ValueError("negative span")
-    return Listed(digest, size, span)
+        if len(raw) == 7:
+            lead = _int(raw[6])
+            if lead < 0 or lead > span.offset:
+                raise ValueError("a lead outside the pack")
+    return Listed(digest, size, span, lead=lead)
 
 
 def _text(value: Any) -> str:

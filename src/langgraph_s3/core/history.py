@@ -342,7 +342,10 @@ def _decode_history(
     seeds: Seeds,
 ) -> Flow[dict[str, DeltaChannelHistory]]:
     pairs = [(thread_id, e) for entries in collected for _, _, e, _ in entries]
-    found = yield from read_lists(core, [*pairs, *((thread_id, e) for e, _ in seeds.values())])
+    ranges: dict[str, tuple[int, bytes]] = {}  # lists with a lead bring their chunks
+    found = yield from read_lists(
+        core, [*pairs, *((thread_id, e) for e, _ in seeds.values())], ranges
+    )
     if found:
         collected = [
             [(t, c, lists.expand(thread_id, e, found), sk) for t, c, e, sk in entries]
@@ -356,7 +359,7 @@ def _decode_history(
         for ref in packs.chunk_refs(core, thread_id, e)
     ]
     refs += [ref for e, _ in seeds.values() for ref in packs.chunk_refs(core, thread_id, e)]
-    payloads = yield from fetch_chunks(core, refs)
+    payloads = yield from fetch_chunks(core, refs, None, ranges)
     result: dict[str, DeltaChannelHistory] = {}
     for ch in channels:
         ch_writes: list[PendingWrite] = [

@@ -196,6 +196,7 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
     references = checkpoints = 0
     blobs, stored, raw = _chunk_items(core, thread_id, items)
     envs: list[Envelope] = []
+    read_packs: dict[str, tuple[int, bytes]] = {}  # the chunk lists in them are read
     for start in range(0, len(keys), _FIGURES_BATCH):
         part = keys[start : start + _FIGURES_BATCH]
         bodies = yield from get_objects(core, part)
@@ -205,6 +206,8 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
             stored += len(body)
             if core.layout.is_blob_key(thread_id, key):
                 chunks = _chunks(core, key, body)
+                if key.endswith(".pack"):
+                    read_packs[key] = (0, body)
                 blobs += len(chunks)
                 raw += sum(len(c) for c in chunks)
                 continue
@@ -220,7 +223,8 @@ def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:
         stored, raw, checkpoints = stored + len(row.body), raw + size, checkpoints + 1
         envs.append(env)
     # A chunk list counts as a blob reference, and so does each chunk it names.
-    found = yield from read_lists(core, [(thread_id, e) for v in envs for e in v.channels.values()])
+    pairs = [(thread_id, e) for v in envs for e in v.channels.values()]
+    found = yield from read_lists(core, pairs, read_packs)
     for env in envs:
         lists.expand_envelope(env, thread_id, found)
         references += env.blob_references()

@@ -12,6 +12,12 @@ the list first, then the chunks it names.
 
 A list inside a pack names the chunks of that same pack with an empty pack digest:
 the pack's digest depends on the list's own bytes. See docs/layout.md ("Chunk lists").
+
+Layout 8: a list stored right after every chunk it names, in one pack, is named with
+its *lead* (how many bytes before it hold them), so a reader fetches list and chunks
+with one ranged GET and the round trip a list cost is gone. That makes a list worth it
+for a new value of ``SHORT_MIN`` chunks or more too: ~90 bytes in every record and body
+instead of ~40 a chunk. See docs/layout.md ("Chunk lists with a lead").
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from langgraph_s3 import codec
 from langgraph_s3.core.entries import (
+    PENDING,
     Blobs,
     ChunkRef,
     Entry,
@@ -33,6 +40,7 @@ from langgraph_s3.core.entries import (
 )
 from langgraph_s3.errors import CorruptObjectError
 from langgraph_s3.keys import Layout
+from langgraph_s3.operations import S3Get
 
 if TYPE_CHECKING:
     from langgraph_s3.core.schema import WritesRow
@@ -43,6 +51,11 @@ if TYPE_CHECKING:
 #: too large for a body in the index (~3 KB at 64 chunks) are listed: a 200-turn chat
 #: (35 chunks and pieces, benchmark (e)) is not, a multi-megabyte document is.
 LIST_MIN = 64
+#: A value of at least this many chunks, all new (packed together, ``packs.PACK_MIN``),
+#: is stored through a chunk list too when the list can go right after them in their
+#: pack (layout 8): one ranged GET brings the list and the chunks, as it brought the
+#: chunks, and every record and body naming the value holds ~90 bytes, not ~50 a chunk.
+SHORT_MIN = 3
 #: The pack digest a chunk list gives the pack it is stored in.
 SELF = b""
 #: What a chunk list stands for until its call's chunks are placed (``packs.seal``).
@@ -52,11 +65,26 @@ _PENDING_DIGEST = b"\0" * 32
 Found = dict[tuple[str, bytes], Blobs]
 
 
-def spill(entry: Entry) -> Entry:
-    """``entry`` as a pending chunk list if it names more than ``LIST_MIN`` chunks."""
-    if isinstance(entry, Blobs) and len(entry.digests) > LIST_MIN:
+def spill(entry: Entry, short: bool = False) -> Entry:
+    """``entry`` as a pending chunk list if it names more than ``LIST_MIN`` chunks, or,
+    with ``short`` (layout 8), at least ``SHORT_MIN`` chunks all new in this call."""
+    if not isinstance(entry, Blobs):
+        return entry
+    if is_long(entry) or (short and _all_new(entry)):
         return Listed(_PENDING_DIGEST, 0, None, blobs=entry)
     return entry
+
+
+def is_long(entry: Blobs) -> bool:
+    """Whether an entry is stored as a chunk list in every layout since 3."""
+    return len(entry.digests) > LIST_MIN
+
+
+def _all_new(entry: Blobs) -> bool:
+    spans = entry.spans
+    if len(entry.digests) < SHORT_MIN or spans is None:
+        return False
+    return all(s is PENDING for s in spans)
 
 
 def pending(entries: Iterable[Entry]) -> list[Blobs]:
@@ -105,6 +133,24 @@ def refs(core: SaverCore, pairs: Iterable[tuple[str, Entry]]) -> list[ChunkRef]:
     return [ref(core, t, e) for t, e in unread(pairs)]
 
 
+def reads(
+    core: SaverCore, pairs: Iterable[tuple[str, Entry]]
+) -> tuple[list[ChunkRef], list[S3Get]]:
+    """``refs``, but a list named with its lead (layout 8) and not cached as a range of
+    its pack that holds its chunks too: they are then cut from it (``objects``'
+    prefetched ranges) and need no GET of their own."""
+    out: list[ChunkRef] = []
+    gets: list[S3Get] = []
+    for thread_id, entry in unread(pairs):
+        at = ref(core, thread_id, entry)
+        reach = entry.reach() if entry.lead is not None else None
+        if reach is None or at.pack is None or core.caches.objects.get(at.key) is not None:
+            out.append(at)
+        else:
+            gets.append(S3Get(at.pack, start=reach.offset, end=reach.offset + reach.length))
+    return out, gets
+
+
 def decode(
     core: SaverCore, pairs: Iterable[tuple[str, Entry]], payloads: Mapping[str, bytes]
 ) -> Found:
@@ -151,6 +197,8 @@ def open_list(entry: Listed, payload: bytes, at: ChunkRef) -> Blobs:
     inner = entry_from_wire(codec.unpack(payload, key=key), "chunk list", key)
     if not isinstance(inner, Blobs):
         raise CorruptObjectError(f"chunk list {where!r} does not list chunks", key=key)
+    if not _within_lead(entry, inner):
+        raise CorruptObjectError(f"chunk list {where!r} names chunks outside its lead", key=key)
     if inner.spans is None or all(not isinstance(s, Span) or s.pack != SELF for s in inner.spans):
         return inner
     if entry.span is None:
@@ -163,3 +211,18 @@ def open_list(entry: Listed, payload: bytes, at: ChunkRef) -> Blobs:
         for s in inner.spans
     )
     return replace(inner, spans=spans)
+
+
+def _within_lead(entry: Listed, inner: Blobs) -> bool:
+    """Whether a list named with a lead (layout 8) names only chunks in the lead bytes
+    before it, as its writer promised: the collector keeps its pack and reads no more."""
+    reach = entry.reach()
+    if entry.lead is None or reach is None:
+        return True
+    return inner.spans is not None and all(
+        isinstance(s, Span)
+        and s.pack == SELF
+        and reach.offset <= s.offset
+        and s.offset + s.length <= reach.offset + entry.lead
+        for s in inner.spans
+    )

@@ -255,14 +255,25 @@ def fetch_chunks(
 
 
 def read_lists(
-    core: SaverCore, pairs: Sequence[tuple[str, Entry]]
+    core: SaverCore,
+    pairs: Sequence[tuple[str, Entry]],
+    ranges: dict[str, tuple[int, bytes]] | None = None,
 ) -> Flow[dict[tuple[str, bytes], Blobs]]:
-    """What the chunk lists among (thread id, entry) pairs hold (one round trip for
-    those not cached): see ``lists.expand``."""
-    wanted = lists.refs(core, pairs)
-    if not wanted:
-        return {}
-    payloads = yield from fetch_chunks(core, wanted)
+    """What the chunk lists among (thread id, entry) pairs hold (``lists.expand``), in
+    one round trip for those not cached nor in ``ranges`` (pack key -> start, bytes). A
+    list with a lead (layout 8) comes as a range of its pack holding its chunks too,
+    added to ``ranges`` for the caller's ``fetch_chunks`` to cut them from."""
+    ranges = {} if ranges is None else ranges
+    plain, leads = lists.reads(core, pairs)
+    gets = [g for g in packs.merge_ranges(leads) if g.key not in ranges]
+    payloads, bodies = yield from together(
+        fetch_chunks(core, plain, None, ranges), get_objects(core, gets) if gets else _none()
+    )
+    for get, body in zip(gets, bodies, strict=True):
+        if body is not None:
+            ranges[get.key] = (get.start or 0, body)
+    # the lists with a lead, cut from those ranges (one read on its own if damaged)
+    payloads.update((yield from fetch_chunks(core, lists.refs(core, pairs), payloads, ranges)))
     return lists.decode(core, pairs, payloads)
 
 

@@ -38,6 +38,7 @@ from langgraph_s3.core.entries import (
 from langgraph_s3.core.sealed import blob_frame, namer
 from langgraph_s3.core.uploads import Placement, Shares
 from langgraph_s3.keys import Layout
+from langgraph_s3.operations import S3Get
 
 if TYPE_CHECKING:
     from langgraph_s3.core.state import SaverCore
@@ -57,7 +58,12 @@ class Sealed:
         """``entry`` with its pending chunks and chunk list placed (unchanged if it
         has none)."""
         if isinstance(entry, Listed) and lists.is_pending(entry):
-            return self.lists[id(entry.resolved())]
+            listed = self.lists[id(entry.resolved())]
+            if listed.lead is None and not lists.is_long(listed.resolved()):
+                # a short list only pays with a lead (its chunks came apart: several
+                # packs, or stored already): name the chunks as before layout 8
+                return listed.resolved()
+            return listed
         if not isinstance(entry, Blobs) or entry.spans is None or PENDING not in entry.spans:
             return entry
         # Every pending chunk was placed by seal (a missing one is a bug, not a
@@ -170,6 +176,7 @@ class _Placing:
             data = lists.content(inner)
             blob = self.name(data)
             key = self.core.layout.blob_key(self.thread_id, blob.hex())
+            self.core.caches.objects.put(key, data, len(data))  # as its chunks are
             if key not in frames:
                 frames[key] = blob_frame(self.core, self.thread_id, blob, data)
                 offsets[key] = offset
@@ -181,6 +188,8 @@ class _Placing:
         self.where.update(spans)
         for ident, key, blob, data, inner in listed:
             entry = Listed(blob, len(data), spans[key], _with_pack(inner, pack))
+            if self.core.list_leads:
+                entry = replace(entry, lead=_lead(entry, inner))
             self.made[ident] = (key, entry)
         return {self.core.layout.pack_key(self.thread_id, pack.hex()): (body, dict(spans))}
 
@@ -189,6 +198,7 @@ class _Placing:
         data = lists.content(inner)
         digest = self.name(data)
         key = self.core.layout.blob_key(self.thread_id, digest.hex())
+        self.core.caches.objects.put(key, data, len(data))  # as its chunks are
         known = self.core.caches.known_blobs.get(key)
         span = known if isinstance(known, Span) else None
         self.made[ident] = (key, Listed(digest, len(data), span, inner))
@@ -209,6 +219,18 @@ class _Placing:
         return replace(blobs, spans=spans if any(s is not None for s in spans) else None)
 
 
+def _lead(entry: Listed, inner: Blobs) -> int | None:
+    """How many bytes before a packed chunk list hold every chunk it names (layout 8:
+    one ranged GET reads them all, and the collector needs only the pack); None if
+    some are elsewhere (another pack, a loose blob, a chunk item)."""
+    assert entry.span is not None
+    spans = inner.spans or ()
+    own = [s.offset for s in spans if isinstance(s, Span) and s.pack == lists.SELF]
+    if not own or len(own) != len(inner.digests):
+        return None
+    return entry.span.offset - min(own)
+
+
 def _with_pack(blobs: Blobs, pack: bytes) -> Blobs:
     """A chunk list's entry with its own pack's digest in place of ``lists.SELF``."""
     if blobs.spans is None:
@@ -223,6 +245,8 @@ def _with_pack(blobs: Blobs, pack: bytes) -> Blobs:
 def layout_of(entries: Iterable[Entry]) -> int:
     """The oldest layout that can read these entries."""
     entries = list(entries)
+    if any(isinstance(e, Listed) and e.lead is not None for e in entries):
+        return codec.LAYOUT_LEADS
     if any(_names_items(e) for e in entries):
         return codec.LAYOUT_ITEMS
     if any(isinstance(e, Listed) for e in entries):
@@ -265,8 +289,24 @@ def chunk_refs_in(folder: str, entry: Entry) -> list[ChunkRef]:
 def objects_in(folder: str, entry: Entry) -> list[str]:
     """The S3 objects a value entry needs to exist: its loose blobs and its packs, and
     its chunk list's (which must have been read: ``lists.expand``); not its chunk
-    items, which are in the index (``ChunkRef.item``)."""
+    items, which are in the index (``ChunkRef.item``). A list with a lead (layout 8)
+    needs only its pack, read or not: every chunk it names is there."""
+    if isinstance(entry, Listed) and entry.lead is not None:
+        pack = lists.ref_in(folder, entry).pack
+        assert pack is not None  # a lead comes with a span
+        return [pack]
     refs = chunk_refs_in(folder, entry)
     if isinstance(entry, Listed):
         refs.append(lists.ref_in(folder, entry))
     return list(dict.fromkeys(r.pack or r.key for r in refs if not r.item))
+
+
+def merge_ranges(gets: Iterable[S3Get]) -> list[S3Get]:
+    """One range per pack (from the first byte wanted to the last): prefetched ranges
+    are kept by pack key, so two of one pack would leave one unused."""
+    spans: dict[str, tuple[int, int]] = {}
+    for get in gets:
+        assert get.start is not None and get.end is not None
+        start, end = spans.get(get.key, (get.start, get.end))
+        spans[get.key] = (min(start, get.start), max(end, get.end))
+    return [S3Get(key, start=start, end=end) for key, (start, end) in spans.items()]

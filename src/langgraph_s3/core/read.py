@@ -182,7 +182,7 @@ def _load(
         for i, (row, _) in enumerate(found)
         if row.body is not None
     }
-    write_refs = _first_chunks(core, found, opened)
+    write_refs, list_ranges = _first_chunks(core, found, opened)
     # Checkpoint objects, pending-write chunks and the value blobs the index names
     # go out in the same round trip.
     prefetch = [
@@ -198,6 +198,7 @@ def _load(
         if core.caches.objects.get(object_key(core, row)) is None
         for d, start, end in row.pack_ranges
     ]
+    ranges = packs.merge_ranges([*ranges, *list_ranges])
     fetched: dict[str, bytes] = {}
     got_ranges: dict[str, tuple[int, bytes]] = {}
     envs = yield from read_envelopes(
@@ -224,9 +225,10 @@ def _load(
 
 def _first_chunks(
     core: SaverCore, found: Sequence[Found], opened: Mapping[int, Envelope]
-) -> list[ChunkRef]:
+) -> tuple[list[ChunkRef], list[S3Get]]:
     """What must come with the checkpoint objects: the pending writes' chunks, and the
-    chunk lists named by pending writes and by the bodies ``opened`` already."""
+    chunk lists named by pending writes and by the bodies ``opened`` already (those
+    with a lead as ranges of their packs, which bring their chunks too)."""
     write_pairs = [
         (row.thread_id, rec.entry) for row, ws in found for w in ws for _, rec in w.records
     ]
@@ -241,7 +243,8 @@ def _first_chunks(
         if not isinstance(entry, Listed)
         for ref in packs.chunk_refs(core, thread_id, entry)
     ]
-    return refs + lists.refs(core, [*write_pairs, *early])
+    listed, list_ranges = lists.reads(core, [*write_pairs, *early])
+    return refs + listed, list_ranges
 
 
 def _expand_lists(

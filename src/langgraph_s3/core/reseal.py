@@ -122,7 +122,8 @@ def _copy_batch(
     for row, ws in zip(rows, parsed, strict=True):
         open_writes(core, src, row.ns, ws)
     envs = yield from read_envelopes(core, rows)
-    found = yield from read_lists(core, [(src, e) for e in _entries(envs, parsed)])
+    ranges: dict[str, tuple[int, bytes]] = {}  # lists with a lead bring their chunks
+    found = yield from read_lists(core, [(src, e) for e in _entries(envs, parsed)], ranges)
     for env, ws in zip(envs, parsed, strict=True):
         lists.expand_envelope(env, src, found)
         lists.expand_writes(ws, src, found)
@@ -132,7 +133,7 @@ def _copy_batch(
         if not isinstance(e, Inline)
         for r in packs.chunk_refs(core, src, e)
     ]
-    renamer.payloads = yield from fetch_chunks(core, refs)
+    renamer.payloads = yield from fetch_chunks(core, refs, None, ranges)
     out, puts = [], []
     for row, env, its, ws in zip(rows, envs, items, parsed, strict=True):
         renamed = _renamed(renamer, env)

@@ -154,6 +154,21 @@ class SaverCore(BaseCheckpointSaver[str]):
         self.max_concurrency = max_concurrency
         self.clock = clock
         self.touch_on_read = touch_on_read
+        self._choose_layouts(chunk_items, group_writes, trim_items)
+        self.region_name = region_name
+        self.cross_region = cross_region
+        #: Client-side encryption (``core/sealed.py``); None: nothing is sealed.
+        self.encryption = as_encryption(encryption)
+        if self.encryption is not None:
+            self.encryption.bind(bucket, table)
+        self.caches = Caches(cache_bytes, cache_ttl, self.layout.prefix)
+        #: LangGraph hands a new value to the saver twice at once (the task's pending
+        #: write and the next checkpoint): the second upload waits for the first.
+        self.uploads = SharedUploads()
+
+    def _choose_layouts(self, chunk_items: bool, group_writes: bool, trim_items: bool) -> None:
+        """Which of the layouts since 5 this saver writes (each one off: what an older
+        release reads; everything is read either way)."""
         #: Store small new chunks as chunk items (``core/chunkitems.py``), not blobs.
         self.chunk_items = chunk_items
         # ``chunk_items=False`` promises data 0.4.x reads: groups and trimmed items,
@@ -165,16 +180,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         #: Write the checkpoint without values as a compact record (layout 7,
         #: ``core/records.py``), where the serializer would make plain msgpack of it.
         self.compact_records = self.trim_items and type(self.serde) is JsonPlusSerializer
-        self.region_name = region_name
-        self.cross_region = cross_region
-        #: Client-side encryption (``core/sealed.py``); None: nothing is sealed.
-        self.encryption = as_encryption(encryption)
-        if self.encryption is not None:
-            self.encryption.bind(bucket, table)
-        self.caches = Caches(cache_bytes, cache_ttl, self.layout.prefix)
-        #: LangGraph hands a new value to the saver twice at once (the task's pending
-        #: write and the next checkpoint): the second upload waits for the first.
-        self.uploads = SharedUploads()
+        #: Store a new value of ``lists.SHORT_MIN`` chunks or more through a chunk list
+        #: after its chunks, and name every packed list with its lead (layout 8).
+        self.list_leads = self.trim_items
 
     @property
     def is_replica(self) -> bool:

@@ -122,7 +122,7 @@ def _encode_writes(
         )
         uploads.update(blobs)
         # a later special write replaces an earlier one
-        records[widx] = Record(channel, lists.spill(entry))
+        records[widx] = Record(channel, lists.spill(entry, core.list_leads))
     return records, uploads
 
 
@@ -190,6 +190,6 @@ def _pack_within_budget(
                 core, thread_id, writes_value(writes, i, channel), f"write to {channel!r}", -1
             )
             uploads.update(blobs)
-            records[i] = Record(channel, lists.spill(entry))
+            records[i] = Record(channel, lists.spill(entry, core.list_leads))
             packed[i] = _packed(core, slot, i, records[i])
     return packed
