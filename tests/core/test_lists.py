@@ -381,6 +381,28 @@ def test_a_list_whose_chunks_are_in_other_packs_too_has_no_lead(
     assert tup is not None and tup.checkpoint["channel_values"] == {"doc": SMALL}
 
 
+def test_a_short_list_whose_chunks_are_not_all_new_here_is_not_stored() -> None:
+    """Another call stored one of the chunks meanwhile: a list could not lead to it, so
+    none goes up (no PUT for nothing) and the entry names the chunks where they are."""
+    core = make_core(chunk_items=False)
+    digests = tuple(bytes([i]) * 32 for i in range(4))
+    keys = [core.layout.blob_key("t1", d.hex()) for d in digests]
+    elsewhere = Span(b"\x09" * 32, 0, 10)
+    core.caches.known_blobs.put(keys[0], elsewhere)
+    blobs = Blobs("msgpack", digests, (10,) * 4, b"", 4, (PENDING,) * 4)
+    entry = lists.spill(blobs, short=True)
+    assert isinstance(entry, Listed)
+    sealed = packs.seal(core, "t1", dict.fromkeys(keys, b"frame"), lists.pending([entry]))
+    ((pack_key, body),) = sealed.shares.bodies.items()
+    assert body == b"frame" * 3  # the three new chunks, no list
+    resolved = sealed.resolve(entry)
+    assert isinstance(resolved, Blobs) and resolved.digests == digests
+    assert resolved.spans is not None and resolved.spans[0] == elsewhere
+    assert {s.pack for s in resolved.spans[1:] if isinstance(s, Span)} == {
+        bytes.fromhex(pack_key.rsplit("/", 1)[1].removesuffix(".pack"))
+    }
+
+
 def test_a_lead_round_trips_and_one_outside_the_pack_is_refused() -> None:
     entry = Listed(b"\x02" * 32, 900, Span(b"\x03" * 32, 70, 99), lead=70)
     assert entry.wire()[6] == 70 and entry_from_wire(entry.wire(), "x", "k") == entry

@@ -11,9 +11,11 @@ from typing import Any
 
 from langgraph.checkpoint.base import Checkpoint, create_checkpoint, empty_checkpoint
 
+from langgraph_s3 import Encryption
 from langgraph_s3.core import read, schema
 from langgraph_s3.core.entries import Listed
 from langgraph_s3.gc import collect
+from langgraph_s3.sealing import StaticKeyRing
 from tests.conftest import Backend, RequestLog
 
 #: ~300 KB of text: 5-6 chunks, all new in one put.
@@ -142,3 +144,22 @@ def test_the_async_saver_writes_and_reads_a_list_with_a_lead(server_backend: Bac
     assert asyncio.run(run()) == {"big": BIG}
     sizes = checkpoint_sizes(server_backend, "a")
     assert sizes and max(sizes) < 300  # a list with a lead, not 5-6 chunk names
+
+
+def test_a_sealed_thread_reads_a_list_with_a_lead_in_one_get(
+    backend: Backend, request_log: RequestLog
+) -> None:
+    """With ``encryption=`` the list and its chunks are sealed frames in the pack (their
+    names keyed): the same one ranged GET reads them, and a copy reads back."""
+    ring = {"encryption": Encryption(StaticKeyRing({"r": bytes(range(32))}, current="r"))}
+    for thread, trim in (("s", True), ("before", False)):
+        steps = Steps(backend.saver(trim_items=trim, **ring), thread)
+        steps.put({"big": BIG, "counter": 0})
+        steps.put({"counter": 1})
+    # sealed bodies too name the value by its list (layout 8 against layout 4)
+    assert checkpoint_sizes(backend, "s")[1] + 150 < checkpoint_sizes(backend, "before")[1]
+    sealed = backend.saver(s3_client=request_log.attach(backend.s3()), **ring)
+    assert values_of(sealed, "s") == {"big": BIG, "counter": 1}
+    assert request_log.counts()[("s3", "GetObject")] == 1
+    backend.saver(**ring).copy_thread("s", "s-copy")
+    assert values_of(backend.saver(**ring), "s-copy") == {"big": BIG, "counter": 1}

@@ -60,8 +60,8 @@ class Sealed:
         if isinstance(entry, Listed) and lists.is_pending(entry):
             listed = self.lists[id(entry.resolved())]
             if listed.lead is None and not lists.is_long(listed.resolved()):
-                # a short list only pays with a lead (its chunks came apart: several
-                # packs, or stored already): name the chunks as before layout 8
+                # a short list only pays with a lead (its chunks came apart: stored
+                # already, or several packs): name the chunks, as before layout 8
                 return listed.resolved()
             return listed
         if not isinstance(entry, Blobs) or entry.spans is None or PENDING not in entry.spans:
@@ -134,6 +134,24 @@ class _Placing:
         return namer(self.core, self.thread_id)(data)
 
     def place(self, fresh: dict[str, bytes]) -> Placement:
+        going = [self._all_fresh(b, fresh) for _, b in self.todo]
+        unused = [t for t, go in zip(self.todo, going, strict=True) if not go]
+        self.todo = [t for t, go in zip(self.todo, going, strict=True) if go]
+        out = self._place(fresh)
+        for ident, blobs in unused:
+            # Not stored: ``Sealed.resolve`` names the chunks where they are instead.
+            self.made[ident] = ("", Listed(b"", 0, None, self._resolve(blobs, self.where)))
+        return out
+
+    def _all_fresh(self, blobs: Blobs, fresh: Mapping[str, bytes]) -> bool:
+        """Whether a chunk list goes up: a long one always; a short one (layout 8) only
+        with every chunk it names new here, so they are packed before it (its lead)."""
+        if lists.is_long(blobs):
+            return True
+        keys = (self.core.layout.blob_key(self.thread_id, d.hex()) for d in blobs.digests)
+        return all(k in fresh for k in keys)
+
+    def _place(self, fresh: dict[str, bytes]) -> Placement:
         if len(fresh) + len(self.todo) < (PACK_MIN_WITH_LIST if self.todo else PACK_MIN):
             if not self.todo and self.core.chunk_items and chunkitems.pays(fresh):
                 # each an "object" of its own, under its chunk key (uploads.Placement)
