@@ -54,7 +54,7 @@ LIST_MIN = 64
 #: A value of at least this many chunks, all new (packed together, ``packs.PACK_MIN``),
 #: is stored through a chunk list too when the list can go right after them in their
 #: pack (layout 8): one ranged GET brings the list and the chunks, as it brought the
-#: chunks, and every record and body naming the value holds ~90 bytes, not ~50 a chunk.
+#: chunks, and every record and body naming the value holds ~90 bytes, not ~40 a chunk.
 SHORT_MIN = 3
 #: The pack digest a chunk list gives the pack it is stored in.
 SELF = b""
