@@ -412,6 +412,25 @@ def test_a_lead_round_trips_and_one_outside_the_pack_is_refused() -> None:
             entry_from_wire([*entry.wire()[:6], lead], "x", "k")
 
 
+def test_a_list_naming_a_chunk_outside_its_lead_is_refused_naming_its_pack() -> None:
+    """The collector keeps only the pack of a list with a lead: a list that names a
+    chunk anywhere else (or in its pack, but not in the lead bytes) is damage."""
+    own, other = Span(lists.SELF, 100, 50), Span(b"\x07" * 32, 0, 50)
+    for spans in ((own, other), (own, None), (own, Span(lists.SELF, 20, 50))):
+        inner = Blobs("msgpack", (b"\x01" * 32,) * 2, (5, 5), b"", 2, spans)
+        data = lists.content(inner)
+        entry = Listed(codec.digest_bytes(data), len(data), Span(b"\x03" * 32, 150, 40), lead=50)
+        at = ChunkRef("t1/b/list", entry.span, "t1/b/p.pack")
+        with pytest.raises(CorruptObjectError, match="outside its lead") as info:
+            lists.open_list(entry, data, at)
+        assert info.value.key == "t1/b/p.pack"
+    inner = Blobs("msgpack", (b"\x01" * 32,), (5,), b"", 1, (own,))
+    data = lists.content(inner)
+    entry = Listed(codec.digest_bytes(data), len(data), Span(b"\x03" * 32, 150, 40), lead=50)
+    opened = lists.open_list(entry, data, ChunkRef("t1/b/list", entry.span, "t1/b/p.pack"))
+    assert opened.spans == (Span(b"\x03" * 32, 100, 50),)
+
+
 def test_without_trimming_no_lead_is_written() -> None:
     """``trim_items=False`` writes what 0.5.x-0.7.x read: no short list, no lead."""
     core = make_core(trim_items=False)
