@@ -28,7 +28,7 @@ import zstandard
 from langgraph_s3.errors import CorruptObjectError, SealedObjectError, UnsupportedFormatError
 
 MAGIC = b"LGS3"
-#: The newest layout this library reads (and writes where it is needed).
+#: The newest frame version this library reads (and writes where it is needed).
 FORMAT_VERSION = 8
 #: Layout 1: checkpoint bodies, loose blobs, records.
 LAYOUT_1 = 1
@@ -50,6 +50,10 @@ LAYOUT_RECORDS = 7
 #: Layout 8: a chunk list stored after its chunks in one pack may say how many bytes
 #: before it hold them (``["l", ..., lead]``), so one ranged GET reads both.
 LAYOUT_LEADS = 8
+#: Layout 9: a checkpoint item may leave out the ids its keys spell and, beside a body
+#: it holds, the metadata index (``schema.id_attrs``). It changes index items only: no
+#: frame carries it, and ``FORMAT_VERSION`` stays 8.
+LAYOUT_IDS_IN_KEYS = 9
 KIND_CHECKPOINT = b"C"
 KIND_BLOB = b"B"
 KIND_SEALED = b"S"

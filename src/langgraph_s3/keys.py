@@ -14,8 +14,11 @@ string to a non-empty segment made only of ``[A-Za-z0-9_:%~-]``:
   keeps S3 keys under 1024 bytes and DynamoDB sort keys under 1024 bytes.
 
 Segments that start with ``~`` are never produced by percent-encoding (``~``
-itself is escaped), so the three forms cannot collide. The raw ids are always
-stored inside the objects and items as well, so nothing depends on decoding a key.
+itself is escaped), so the three forms cannot collide. The raw ids are stored
+inside the objects and items as well, except where a key spells them whole: a
+checkpoint item of layout 9 leaves out the thread, namespace and checkpoint ids its
+keys give back (:func:`spelled`, :meth:`Layout.ids_of_keys`); a hashed segment never
+stands in for an id.
 """
 
 from __future__ import annotations
@@ -64,6 +67,21 @@ def decode_segment(segment: str) -> str:
         return ""
     if segment.startswith("~"):
         return segment
+    return unquote(segment, errors="surrogatepass")
+
+
+def spelled(value: str) -> bool:
+    """Whether :func:`decode_segment` gives ``value`` back from its segment (it is not
+    hashed: an id of up to 128 encoded characters)."""
+    segment = encode_segment(value)
+    return segment == "~" or not segment.startswith("~")
+
+
+def _decoded(segment: str) -> str | None:
+    if segment == "~":
+        return ""
+    if not segment or segment.startswith("~"):
+        return None
     return unquote(segment, errors="surrogatepass")
 
 
@@ -189,6 +207,20 @@ class Layout:
     @staticmethod
     def checkpoint_sk(ns: str, checkpoint_id: str) -> str:
         return f"c#{encode_segment(ns)}#{checkpoint_id}"
+
+    @staticmethod
+    def ids_of_keys(pk: str, sk: str) -> tuple[str | None, str | None, str | None]:
+        """The thread, namespace and checkpoint ids the keys of a checkpoint item spell;
+        None for one a key holds hashed (or a key not of that shape).
+
+        A thread's segment is what follows the last ``/`` of its partition key: a
+        prefix ends with ``/`` and no segment holds one.
+        """
+        thread = _decoded(pk.rpartition("/")[2])
+        parts = sk.split("#")
+        if len(parts) != 3 or parts[0] != "c" or not _CHECKPOINT_ID.fullmatch(parts[2]):
+            return thread, None, None
+        return thread, _decoded(parts[1]), parts[2]
 
     @staticmethod
     def writes_sk(ns: str, checkpoint_id: str, task_id: str) -> str:

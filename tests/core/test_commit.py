@@ -127,14 +127,24 @@ def test_a_body_too_large_for_the_index_moves_its_largest_values_to_blobs() -> N
     assert schema.BODY in item and len(item[schema.BODY]["B"]) <= core.index_inline_limit
 
 
-def test_the_item_indexes_run_id_metadata_and_unstored_channels() -> None:
+@pytest.mark.parametrize(
+    ("settings", "indexed"),
+    [
+        ({}, False),  # layout 9: the body is in the item, its metadata is filtered there
+        ({"index_inline_limit": 0}, True),  # a body in S3: the index filters on md
+        ({"trim_items": False}, True),  # what releases before 0.9.0 read
+    ],
+)
+def test_the_item_indexes_run_id_metadata_and_unstored_channels(
+    settings: dict[str, Any], indexed: bool
+) -> None:
     cp = checkpoint("c02", {"x": 1}, versions={"x": "1", "delta": "3"})
     md = {"run_id": "r1", "step": 2, "source": "loop", "blob": {"no": "index"}, "flag": None}
-    item = store(config(cid="c01"), cp, md).item
+    item = store(config(cid="c01"), cp, md, core=make_core(**settings)).item
     assert item[schema.PARENT] == schema.s("c01")
     assert item[schema.RUN] == schema.s("r1")
     assert item[schema.UNSTORED] == {"SS": ["delta"]}
-    assert item[schema.METADATA] == {
+    expected = {
         "M": {
             "run_id": schema.s("s:r1"),
             "step": schema.s("n:2"),
@@ -142,6 +152,8 @@ def test_the_item_indexes_run_id_metadata_and_unstored_channels() -> None:
             "flag": schema.s("z"),
         }
     }
+    assert item.get(schema.METADATA) == (expected if indexed else None)
+    assert (schema.BODY in item) is not bool(settings.get("index_inline_limit", 1) == 0)
 
 
 def test_unversioned_channel_values_are_not_stored() -> None:

@@ -130,8 +130,12 @@ def test_a_list_query_filters_on_metadata_the_before_bound_and_an_id() -> None:
         {
             "TableName": "t",
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :pre)",
+            # Layout 9 items hold neither md (a body in the item) nor cid: they pass,
+            # and the reader checks them.
             "FilterExpression": "(attribute_exists(#tid) OR (attribute_exists(#h) AND "
-            "#md.#f0 = :f0 AND #md.#f2 = :f2)) AND #cid = :cid AND #cid < :before",
+            "(attribute_not_exists(#md) OR (#md.#f0 = :f0 AND #md.#f2 = :f2)))) AND "
+            "(attribute_not_exists(#cid) OR #cid = :cid) AND "
+            "(attribute_not_exists(#cid) OR #cid < :before)",
             "ExpressionAttributeNames": {
                 "#f0": "source",
                 "#f2": "step",
@@ -155,7 +159,7 @@ def test_a_list_query_filters_on_metadata_the_before_bound_and_an_id() -> None:
 def test_an_empty_list_filter_keeps_checkpoint_and_writes_items() -> None:
     assert ListFilter().clauses() == ([ITEMS], ITEM_NAMES, {})
     clauses, names, values = ListFilter(before_id="c9").clauses()
-    assert clauses == [ITEMS, "#cid < :before"]
+    assert clauses == [ITEMS, "(attribute_not_exists(#cid) OR #cid < :before)"]
     assert names == {**ITEM_NAMES, "#cid": "cid"} and values == {":before": {"S": "c9"}}
 
 
@@ -200,7 +204,8 @@ def test_a_checkpoint_scan_filters_items_then_prefix_then_metadata() -> None:
         {
             "TableName": "t",
             "FilterExpression": "(attribute_exists(#tid) OR (attribute_exists(#h) AND "
-            "#md.#f0 = :f0)) AND begins_with(pk, :prefix) AND #cid < :before",
+            "(attribute_not_exists(#md) OR (#md.#f0 = :f0)))) AND begins_with(pk, :prefix) "
+            "AND (attribute_not_exists(#cid) OR #cid < :before)",
             "ExpressionAttributeNames": {
                 "#f0": "step",
                 "#md": "md",
@@ -237,15 +242,8 @@ def test_a_paged_request_decodes_a_page_and_knows_the_next_request(request_: Any
 
 
 # --------------------------------------------------------------------------- writes
-ITEM = {
-    "pk": {"S": "t1"},
-    "sk": {"S": "c#~#c2"},
-    "cid": {"S": "c2"},
-    "th": {"S": "t1"},
-    "ns": {"S": ""},
-    "at": {"N": "5"},
-    "h": {"S": "digest"},
-}
+#: A checkpoint item as layout 9 writes it: its keys spell its ids, which its head holds.
+ITEM = {"pk": {"S": "t1"}, "sk": {"S": "c#~#c2"}, "at": {"N": "5"}, "h": {"S": "digest"}}
 
 
 def head(condition: str, **extra: Any) -> dict[str, Any]:
@@ -270,17 +268,17 @@ def head(condition: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_the_head_part_moves_from_the_parent_from_nothing_or_forward() -> None:
-    assert head_part("t", ITEM, "h#~", "c1", guarded=True) == (
+    assert head_part("t", ITEM, ("t1", "", "c2"), "c1", guarded=True) == (
         "head",
         head("attribute_not_exists(#c) OR #c = :p", **{":p": {"S": "c1"}}),
     )
-    assert head_part("t", ITEM, "h#~", None, guarded=True) == (
+    assert head_part("t", ITEM, ("t1", "", "c2"), None, guarded=True) == (
         "head",
         head("attribute_not_exists(#c)"),
     )
     # A fork moves the head only forward, whatever its parent.
     for expected in ("c1", None):
-        assert head_part("t", ITEM, "h#~", expected, guarded=False) == (
+        assert head_part("t", ITEM, ("t1", "", "c2"), expected, guarded=False) == (
             "head",
             head("attribute_not_exists(#c) OR #c <= :c"),
         )
@@ -310,11 +308,16 @@ def test_the_owner_part_checks_this_region_owns_the_thread(home: bool, condition
 
 
 def commit(token: str | None = "tok") -> Transact:
-    return Transact((put_part("t", ITEM), head_part("t", ITEM, "h#~", "c1", guarded=True)), token)
+    return Transact(
+        (put_part("t", ITEM), head_part("t", ITEM, ("t1", "", "c2"), "c1", guarded=True)), token
+    )
 
 
 def test_a_transaction_sends_its_parts_in_order_with_its_token() -> None:
-    put, (_, update) = put_part("t", ITEM), head_part("t", ITEM, "h#~", "c1", guarded=True)
+    put, (_, update) = (
+        put_part("t", ITEM),
+        head_part("t", ITEM, ("t1", "", "c2"), "c1", guarded=True),
+    )
     assert commit().call() == (
         "transact_write_items",
         {"TransactItems": [put[1], update], "ClientRequestToken": "tok"},

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from langgraph_s3 import chunking, codec
-from langgraph_s3.core import inventory, schema
+from langgraph_s3.core import history, inventory, schema
 from langgraph_s3.core.scratch import Scratch
 from langgraph_s3.keys import Layout
 from langgraph_s3.operations import IndexRequest, ListPage, S3Get, S3List
@@ -59,9 +59,13 @@ def test_threads_are_grouped_and_other_prefixes_left_out(tmp_path: Path) -> None
 
 def test_a_summary_says_activity_step_interrupt_and_sizes() -> None:
     items = thread_items("t1", interrupted=True)
-    summary = inventory.summarize(LAYOUT, items)
+    # Layout 9 items hold their metadata only in the body: the step comes from there.
+    assert all(schema.METADATA not in i for i in items if schema.is_checkpoint_item(i))
+    core = make_core()
+    summary = inventory.summarize(LAYOUT, items, lambda r: history.item_metadata(core, r))
     assert summary.thread_id == "t1" and summary.checkpoints == 2
     assert summary.latest_checkpoint_id == CID2 and summary.step == 0
+    assert inventory.summarize(LAYOUT, items).step is None  # not read: unknown
     assert summary.interrupted and summary.namespaces == [""]
     assert summary.last_activity_ms == int(T0 * 1000)
     assert summary.index_bytes == sum(len(i["b"]["B"]) for i in items if "b" in i)
@@ -130,7 +134,11 @@ def test_thread_figures_read_every_object_and_body_once() -> None:
 def test_a_step_that_is_not_a_number_is_unknown() -> None:
     item = thread_items("t1")[1]
     item = {**item, schema.METADATA: {"M": {"step": {"S": "s:two"}}}}
-    assert inventory._step(item) is None
+    assert inventory._step(schema.parse_row(item), inventory.no_md) is None
+    row = schema.parse_row(thread_items("t1")[1])
+    assert inventory._step(row, lambda _: {"step": "two"}) is None
+    assert inventory._step(row, lambda _: {"step": True}) is None
+    assert inventory._step(row, lambda _: {"step": 7}) == 7
 
 
 def test_chunk_items_are_counted_in_summaries_and_thread_figures() -> None:

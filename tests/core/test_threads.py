@@ -180,7 +180,9 @@ def test_copy_thread_copies_blobs_rewrites_bodies_then_writes_items_and_heads() 
     [w] = requests(writes_batch, "PutRequest")
     assert w[schema.PK] == schema.s("t2") and w[schema.SK] == w1.item[schema.SK]
     new1, new2 = requests(checkpoints_batch, "PutRequest")
-    assert (new1[schema.PK], new1[schema.THREAD]) == (schema.s("t2"), schema.s("t2"))
+    # Layout 9: the new key spells the thread; the item names it nowhere else.
+    assert new1[schema.PK] == schema.s("t2") and schema.THREAD not in new1
+    assert schema.parse_row(new1).thread_id == "t2"
     # The body is re-written with the new thread id: a new digest, a new key.
     assert new1[schema.DIGEST] != c1.item[schema.DIGEST] and schema.BODY not in new1
     assert put.key == core.layout.checkpoint_key("t2", "", "c1", new1[schema.DIGEST]["S"])

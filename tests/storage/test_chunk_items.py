@@ -16,6 +16,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
 from langgraph_s3 import SealedObjectError, codec
+from langgraph_s3.core import schema
 from langgraph_s3.core.sealed import Encryption
 from langgraph_s3.keys import encode_segment
 from langgraph_s3.sealing import StaticKeyRing
@@ -171,13 +172,14 @@ def test_an_entry_mixing_loose_blobs_packs_and_items_reads_back(backend: Backend
     keys = loose_blobs(backend, "mixed")
     assert any(k.endswith(".pack") for k in keys) and any(not k.endswith(".pack") for k in keys)
     assert backend.chunk_items(encode_segment("mixed"))
+    latest = graph.get_state(cfg("mixed")).config["configurable"]["checkpoint_id"]
     [item] = [
         i
         for i in backend.items()
         if i["sk"]["S"].startswith("c#")
         and "h" in i
         and i["pk"]["S"] == "mixed"
-        and i["cid"]["S"] == graph.get_state(cfg("mixed")).config["configurable"]["checkpoint_id"]
+        and schema.parse_row(i).checkpoint_id == latest
     ]
     body = codec.unpack(codec.unframe(item["b"]["B"], key="", kind=b"C"), key="")
     entry = body["ch"]["parts"]

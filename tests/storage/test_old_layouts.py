@@ -12,14 +12,17 @@ commit a0da6af, without and with ``encryption=`` (layout 5: small chunks stored 
 items of the thread's partition); ``v60`` and ``v60s``: 0.6.0, commit 48e6ed9, without and
 with ``encryption=`` (layout 6: trimmed checkpoint items, grouped records); ``v70`` and
 ``v70s``: 0.7.0, commit a8f00c8, without and with ``encryption=`` (layout 7: compact
-checkpoint records); a sealed one is read with the key ring it keeps); see
+checkpoint records); ``v80`` and ``v80s``: 0.8.0, commit a26dab4, without and with
+``encryption=`` (layout 8: chunk lists with a lead); a sealed one is read with the key
+ring it keeps); see
 ``tests/layouts/write.py`` for how they were made. A fixture holds the threads of the
 scenarios that existed when it was written (its recorded ``threads``: those whose
 ``since`` is at most its layout), and every scenario's ``after`` part runs on every
 fixture holding its thread and must give there what it gives on ``InMemorySaver``.
-Today's code continues the threads with its defaults (layout 8: chunk items, grouped
+Today's code continues the threads with its defaults (layout 9: chunk items, grouped
 records, trimmed checkpoint items holding compact checkpoint records, chunk lists with
-leads), so each continued thread mixes layouts.
+leads, and checkpoint items whose keys stand for their ids), so each continued thread
+mixes layouts.
 """
 
 from __future__ import annotations
@@ -58,9 +61,11 @@ WRITTEN_BY = {
     "v60s": ("0.6.0", "48e6ed9", 6),
     "v70": ("0.7.0", "a8f00c8", 7),
     "v70s": ("0.7.0", "a8f00c8", 7),
+    "v80": ("0.8.0", "a26dab4", 8),
+    "v80s": ("0.8.0", "a26dab4", 8),
 }
 #: the fixtures written with ``encryption=``
-SEALED = {"v4", "v41s", "v50s", "v60s", "v70s"}
+SEALED = {"v4", "v41s", "v50s", "v60s", "v70s", "v80s"}
 PREFIX = "fx/"
 
 
@@ -125,6 +130,8 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     release = tuple(int(part) for part in meta["version"].split("."))
     assert {schema.INCARNATION in i for i in checkpoints} == {release >= (0, 4, 1)}
     assert ("ring" in meta) == (layout in SEALED)
+    # every release before 0.9.0 names every checkpoint item's ids (layout 9: the keys)
+    assert all({schema.THREAD, schema.NS, schema.CID} <= set(i) for i in checkpoints)
     # 0.6.0 trims the items that keep their body: h binds the body to its place
     kept = [i for i in checkpoints if schema.BODY in i]
     assert kept and {schema.binds_place(i[schema.DIGEST]["S"]) for i in kept} == {
@@ -139,7 +146,10 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     assert {"i", "r"} <= kinds["write"]
     # from layout 5 a body's small loose blobs are chunk items ("x") instead
     assert {"i", "x" if number(layout) >= 5 else "r"} <= kinds["body"]
-    assert ("p" in kinds["body"] | kinds["write"]) == (number(layout) >= 2)
+    # packed chunks ("p"); from layout 8 a new value of a few chunks is named by a list
+    # after them in their pack instead (a "lead", below), as these threads' values are
+    packed = "p" in kinds["body"] | kinds["write"] or bool(kinds["lead"])
+    assert packed == (number(layout) >= 2)
     # layout 3: a chunk list named by pending writes and by the checkpoints taking them up
     lists = {where for where, found in kinds.items() if "l" in found}
     assert lists == ({"body", "write"} if number(layout) >= 3 else set())
@@ -149,6 +159,8 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     # 0.7.0 stores the checkpoint without its values as a compact record, every time
     # the default serializer would (none of these threads has a reason not to)
     assert kinds["checkpoint"] == ({"lgs3/cp"} if number(layout) >= 7 else {"msgpack"})
+    # 0.8.0 names a new value of a few chunks by a list after them, with its lead
+    assert bool(kinds["lead"]) == (number(layout) >= 8)
 
 
 def assert_sealed(data: dict[str, Any]) -> None:
@@ -179,14 +191,20 @@ def number(layout: str) -> int:
 
 def entry_kinds(layout: str) -> dict[str, set[str]]:
     """The kinds of value entry (``i``, ``r``, ``p``, ``l``) the fixture stores in
-    checkpoint bodies (S3 objects and index items) and in pending-write records."""
+    checkpoint bodies (S3 objects and index items) and in pending-write records; and
+    (``lead``) whether a body names a chunk list with its lead."""
     data = fixture(layout)
     bodies = [base64.b64decode(b) for k, b in data["objects"].items() if "/c/" in k]
     bodies += [base64.b64decode(i[schema.BODY]["B"]) for i in data["items"] if schema.BODY in i]
-    kinds: dict[str, set[str]] = {k: set() for k in ("body", "write", "group", "checkpoint")}
+    names = ("body", "write", "group", "checkpoint", "lead")
+    kinds: dict[str, set[str]] = {k: set() for k in names}
     for body in bodies:
         raw = codec.unpack(codec.unframe(body, key="b", kind=codec.KIND_CHECKPOINT), key="b")
         kinds["body"] |= {entry[0] for entry in raw["ch"].values()}
+        # a chunk list with its lead: ["l", digest, size, pack, offset, length, lead]
+        kinds["lead"] |= {
+            "lead" for entry in raw["ch"].values() if entry[0] == "l" and len(entry) == 7
+        }
         kinds["checkpoint"].add(raw["cp"][0])
     for item in data["items"]:
         for name, attr in item.items():

@@ -28,7 +28,7 @@ from langgraph_s3 import (
     KeyVersionError,
     ReencryptionError,
 )
-from langgraph_s3.core import reseal
+from langgraph_s3.core import reseal, schema
 from langgraph_s3.gc import collect
 from langgraph_s3.sealing import StaticKeyRing
 from langgraph_s3.sealing.kms import KmsKeyRing
@@ -152,8 +152,8 @@ def test_a_thread_reads_the_same_under_its_new_key_and_the_old_key_is_gone(
             {
                 "configurable": {
                     "thread_id": "t",
-                    "checkpoint_ns": first_item["ns"]["S"],
-                    "checkpoint_id": first_item["cid"]["S"],
+                    "checkpoint_ns": schema.parse_row(first_item).ns,
+                    "checkpoint_id": schema.parse_row(first_item).checkpoint_id,
                 }
             }
         )

@@ -262,7 +262,8 @@ def ns_counts(backend: Backend, thread_id: str) -> dict[str, int]:
     """Checkpoint items of a thread per namespace."""
     counts: dict[str, int] = {}
     for item in checkpoint_items(backend, thread_id):
-        counts[item["ns"]["S"]] = counts.get(item["ns"]["S"], 0) + 1
+        ns = schema.parse_row(item).ns
+        counts[ns] = counts.get(ns, 0) + 1
     return counts
 
 
@@ -844,7 +845,7 @@ def test_delete_for_runs_removes_the_runs_checkpoints_and_writes(backend: Backen
 
     saver = backend.saver()
     assert [run_of(t) for t in saver.list(root("x"))] == ["r3"] * 6 + ["r1"] * 6
-    assert not {i["cid"]["S"] for i in checkpoint_items(backend, "x")} & doomed
+    assert not {schema.parse_row(i).checkpoint_id for i in checkpoint_items(backend, "x")} & doomed
     assert not writes_owners(backend, "x") & {("~", c) for c in doomed}
     left = [k for k in thread_objects(backend, "x") if "/c/" in k]
     assert left == [k for k in objects if k.rsplit("/", 1)[1].split(".")[0] not in doomed]

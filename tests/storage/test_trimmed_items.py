@@ -110,7 +110,7 @@ def test_a_copy_keeps_its_sources_shape_unless_the_copier_does_not_trim(
     for item in checkpoint_items(inproc_backend):
         trimmed = schema.binds_place(item[schema.DIGEST]["S"])
         assert (schema.SIZE in item) is not trimmed
-        by_thread.setdefault(item[schema.THREAD]["S"], set()).add(trimmed)
+        by_thread.setdefault(schema.parse_row(item).thread_id, set()).add(trimmed)
     assert by_thread == {
         "whole": {False},
         "whole-copy": {False},

@@ -214,9 +214,7 @@ def _checkpoint_item(
     item: dict[str, Any] = {
         schema.PK: s(core.layout.pk(thread_id)),
         schema.SK: s(core.layout.checkpoint_sk(ns, cid)),
-        schema.THREAD: s(thread_id),
-        schema.NS: s(ns),
-        schema.CID: s(cid),
+        **schema.id_attrs(thread_id, ns, cid, all_ids=not core.ids_in_keys),
         **values.body_attrs(core, (thread_id, ns, cid), body),
         schema.AT: n(core.now_ms()),
     }
@@ -228,9 +226,10 @@ def _checkpoint_item(
         item[schema.RUN] = s(md["run_id"])
     if unstored:
         item[schema.UNSTORED] = {"SS": unstored}
-    indexed = {k: v for k, v in ((k, schema.metadata_index_value(v)) for k, v in md.items()) if v}
-    if indexed and core.encryption is None:  # with it, metadata stays sealed in the body
-        item[schema.METADATA] = {"M": {k: s(v) for k, v in indexed.items() if k}}
+    # With encryption, metadata stays sealed in the body. Layout 9 indexes it only
+    # beside a body in S3: one in the item is filtered where it lies (history.py).
+    if core.encryption is None and not (core.ids_in_keys and schema.BODY in item):
+        item.update(schema.metadata_attr(md))
     return item
 
 
@@ -291,11 +290,11 @@ def commit(
     on a clock behind the head's) is committed beside it without moving it, as
     ``InMemorySaver`` would not make it the latest either.
     """
-    thread_id, ns, cid = item[schema.THREAD]["S"], item[schema.NS]["S"], item[schema.CID]["S"]
+    thread_id, ns, cid = schema.checkpoint_ids(item)
     txn = Transact(
         (
             put_part(core.table, item),
-            head_part(core.table, item, core.layout.head_sk(ns), parent_id, guarded),
+            head_part(core.table, item, (thread_id, ns, cid), parent_id, guarded),
             *ownership_parts(core, pk_of(item)),
         ),
         # botocore would fill in a random uuid4: one derived from the checkpoint lets
@@ -358,7 +357,7 @@ def _confirm_committed(core: SaverCore, item: Mapping[str, Any]) -> Flow[None]:
     found = page.items[0] if page.items else {}
     if schema.text(found, schema.DIGEST) != item[schema.DIGEST]["S"]:
         raise S3SaverError(
-            f"checkpoint {item[schema.CID]['S']!r} was sent twice within 10 minutes with "
+            f"checkpoint {schema.checkpoint_ids(item)[2]!r} was sent twice within 10 minutes with "
             "different timestamps and is not committed; retry the put()"
         )
 

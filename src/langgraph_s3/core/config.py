@@ -71,8 +71,10 @@ class SaverOptions(TypedDict, total=False):
             with the default serializer, the checkpoint without its values is a
             compact record (layout 7, "Compact checkpoint records"); and a new value
             of a few chunks is named by a chunk list stored right after them in their
-            pack, with its lead (layout 8, "Chunk lists with a lead"). False writes
-            what 0.5.x reads, e.g. while a rolling upgrade still runs 0.5.x to 0.7.x
+            pack, with its lead (layout 8, "Chunk lists with a lead"); and a
+            checkpoint item leaves out the ids its keys spell and, beside a body it
+            holds, the metadata index (layout 9, "Ids in the keys"). False writes
+            what 0.5.x reads, e.g. while a rolling upgrade still runs 0.5.x to 0.8.x
             somewhere; both are read either way. ``chunk_items=False`` (what 0.4.x
             reads) turns it off too.
     """

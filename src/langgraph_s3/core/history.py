@@ -25,7 +25,7 @@ from langgraph_s3.core.config import checkpoint_id_of, ns_value, thread_ns
 from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Entry, Envelope
 from langgraph_s3.core.index import Item, ListFilter, Query, ScanCheckpoints
-from langgraph_s3.core.objects import fetch_chunks, read_envelope, read_lists
+from langgraph_s3.core.objects import fetch_chunks, open_envelope, read_envelope, read_lists
 from langgraph_s3.core.paging import next_page, read_all
 from langgraph_s3.core.read import keyed, latest, load, sorted_writes
 from langgraph_s3.core.schema import Row, WritesRow
@@ -71,7 +71,7 @@ def list_checkpoints(
     if config is None:
         items = yield from _scan_all(core, where)
         writes: dict[tuple[str, str], list[WritesRow]] = {}
-        rows = _pair(core, items, writes)
+        rows = _pair(core, items, writes, where)
         rows.sort(key=lambda r: r.checkpoint_id, reverse=True)
         yield from _emit(core, rows, writes, filter, limit)
         return
@@ -85,7 +85,7 @@ def list_checkpoints(
     writes = {}
     remaining = limit
     while True:
-        rows = _pair(core, page.items, writes)
+        rows = _pair(core, page.items, writes, first.where or where)
         remaining = yield from _emit(core, rows, writes, filter, remaining)
         if query is None or remaining == 0:
             return
@@ -95,9 +95,13 @@ def list_checkpoints(
 
 
 def _pair(
-    core: SaverCore, items: list[Item], writes: dict[tuple[str, str], list[WritesRow]]
+    core: SaverCore,
+    items: list[Item],
+    writes: dict[tuple[str, str], list[WritesRow]],
+    where: ListFilter,
 ) -> list[Row]:
-    """The checkpoint rows among ``items``, in order; writes items go to ``writes``.
+    """The checkpoint rows among ``items`` that ``where`` admits, in order; writes
+    items go to ``writes``.
 
     Newest first, a checkpoint's writes items (their sort keys extend its own) come
     before it, so a checkpoint's writes are all in ``writes`` once it is reached.
@@ -108,8 +112,30 @@ def _pair(
             w = schema.parse_writes(item, encrypted=core.encryption is not None)
             writes.setdefault(schema.checkpoint_ref(item), []).append(w)
         elif schema.is_checkpoint_item(item):
-            rows.append(schema.parse_row(item))
+            row = schema.parse_row(item)
+            if where.admits(row.checkpoint_id):
+                rows.append(row)
     return rows
+
+
+def _may_match(core: SaverCore, row: Row, filter: Mapping[str, Any]) -> bool:
+    """Whether checkpoint ``row`` may match ``filter``: False only for a body in the
+    item, with no metadata index (layout 9), whose metadata does not. Checked before
+    its values are read, as the index checks the metadata it holds."""
+    if not filter or schema.METADATA in row.item:
+        return True
+    metadata = item_metadata(core, row)
+    return metadata is None or all(metadata.get(k) == v for k, v in filter.items())
+
+
+def item_metadata(core: SaverCore, row: Row) -> dict[str, Any] | None:
+    """The metadata of checkpoint ``row`` if its item holds its body unsealed (checked
+    against ``h``), else None: it is read with the checkpoint."""
+    if row.body is None or core.encryption is not None:
+        return None
+    env = open_envelope(core, row, row.body)
+    metadata = values.deserialize(core, *env.metadata, "metadata", env.key)
+    return metadata if isinstance(metadata, dict) else None
 
 
 def _emit(
@@ -124,7 +150,7 @@ def _emit(
     for start in range(0, len(rows), _LOAD_BATCH):
         if remaining == 0:
             break
-        batch = rows[start : start + _LOAD_BATCH]
+        batch = [r for r in rows[start : start + _LOAD_BATCH] if _may_match(core, r, filter)]
         if remaining is not None:
             batch = batch[:remaining] if not filter else batch
         found = [(r, writes.get(schema.checkpoint_ref(r.item), [])) for r in batch]

@@ -16,11 +16,13 @@ from langgraph_s3 import codec
 from langgraph_s3.core import lists, schema, sealed
 from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import Envelope, envelope_from_wire
+from langgraph_s3.core.history import item_metadata
 from langgraph_s3.core.index import Page, ScanSegment
 from langgraph_s3.core.objects import get_objects, list_keys, list_pages, object_key, read_lists
 from langgraph_s3.core.paging import thread_items
 from langgraph_s3.core.schema import Row, parse_row, pk_of
 from langgraph_s3.core.scratch import Scratch
+from langgraph_s3.errors import ObjectError
 from langgraph_s3.keys import Layout
 from langgraph_s3.operations import Flow, perform_all
 
@@ -103,7 +105,7 @@ def summaries(core: SaverCore, scratch: Scratch) -> Iterator[ThreadSummary]:
     """Each thread's summary, with its folder's objects, one at a time (in partition
     key order) from a scratch file :func:`take_inventory` filled."""
     for items in scratch.threads():
-        summary = summarize(core.layout, items)
+        summary = summarize(core.layout, items, _body_metadata(core))
         folder = core.layout.thread_prefix(summary.thread_id)
         summary.objects, summary.object_bytes = scratch.folder(folder)
         yield summary
@@ -130,7 +132,7 @@ def last_activity_ms(items: Items) -> int:
 
 def waiting_on_interrupt(items: Items) -> bool:
     """True if the root namespace's latest checkpoint has a pending ``__interrupt__``."""
-    root = [parse_row(i) for i in items if schema.is_checkpoint_item(i) and i[schema.NS]["S"] == ""]
+    root = [r for r in map(parse_row, filter(schema.is_checkpoint_item, items)) if r.ns == ""]
     if not root:
         return False
     latest = max(root, key=lambda r: r.checkpoint_id)
@@ -157,8 +159,15 @@ class ThreadSummary:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def summarize(layout: Layout, items: Items) -> ThreadSummary:
-    """A thread's summary from its index items."""
+def no_md(row: Row) -> None:
+    """No metadata read beyond what the index holds."""
+
+
+def summarize(
+    layout: Layout, items: Items, metadata_of: Callable[[Row], Mapping[str, Any] | None] = no_md
+) -> ThreadSummary:
+    """A thread's summary from its index items; ``metadata_of`` reads the metadata of a
+    checkpoint whose item does not index it (layout 9), for its step."""
     rows = [parse_row(i) for i in items if schema.is_checkpoint_item(i)]
     root = [r for r in rows if r.ns == ""]
     latest = max(root or rows, key=lambda r: r.checkpoint_id) if rows else None
@@ -169,7 +178,7 @@ def summarize(layout: Layout, items: Items) -> ThreadSummary:
         checkpoints=len(rows),
         namespaces=sorted({r.ns for r in rows}),
         latest_checkpoint_id=latest.checkpoint_id if latest else None,
-        step=_step(latest.item) if latest else None,
+        step=_step(latest, metadata_of) if latest else None,
         interrupted=waiting_on_interrupt(items),
         index_bytes=sum(len(r.body) for r in rows if r.body is not None),
         chunk_items=len(chunks),
@@ -177,11 +186,24 @@ def summarize(layout: Layout, items: Items) -> ThreadSummary:
     )
 
 
-def _step(item: Mapping[str, Any]) -> int | None:
-    indexed = item.get(schema.METADATA, {}).get("M", {}).get("step", {}).get("S", "")
+def _step(row: Row, metadata_of: Callable[[Row], Mapping[str, Any] | None]) -> int | None:
+    if schema.METADATA not in row.item:
+        step = (metadata_of(row) or {}).get("step")
+        return step if isinstance(step, int) and not isinstance(step, bool) else None
+    indexed = row.item[schema.METADATA].get("M", {}).get("step", {}).get("S", "")
     return (
         int(indexed[2:]) if indexed.startswith("n:") and indexed[2:].lstrip("-").isdigit() else None
     )
+
+
+def _body_metadata(core: SaverCore) -> Callable[[Row], Mapping[str, Any] | None]:
+    def read(row: Row) -> Mapping[str, Any] | None:
+        try:
+            return item_metadata(core, row)
+        except ObjectError:  # a listing shows no step for it; `verify` reports damage
+            return None
+
+    return read
 
 
 def thread_figures(core: SaverCore, thread_id: str) -> Flow[dict[str, Any]]:

@@ -32,6 +32,7 @@ from langgraph_s3.core import groups, lists, packs, schema, values
 from langgraph_s3.core.commit import prefetch_hints
 from langgraph_s3.core.datakeys import thread_key
 from langgraph_s3.core.entries import IN_INDEX, Blobs, Entry, Envelope, Inline, Listed, Record
+from langgraph_s3.core.history import item_metadata
 from langgraph_s3.core.index import Item
 from langgraph_s3.core.objects import fetch_chunks, read_envelopes, read_lists
 from langgraph_s3.core.paging import put_items
@@ -65,7 +66,11 @@ def copied_item(
     :func:`copied_body`), and the S3 put of the body when it is too large for the
     index (else None)."""
     item = {k: v for k, v in row.item.items() if k not in (schema.SIZE, schema.BODY)}
-    item |= {PK: s(core.layout.pk(dst)), schema.THREAD: s(dst)}
+    item = schema.retarget(item, core.layout.pk(dst), dst)
+    if not core.ids_in_keys:  # what releases before 0.9.0 read
+        item |= schema.id_attrs(dst, row.ns, row.checkpoint_id, all_ids=True)
+        if schema.METADATA not in item and core.encryption is None:
+            item |= schema.metadata_attr(item_metadata(core, row) or {})
     item |= values.body_attrs(core, (dst, row.ns, row.checkpoint_id), *body)
     if schema.BODY in item:
         return item, None

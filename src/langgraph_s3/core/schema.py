@@ -17,6 +17,8 @@ from typing import Any, cast
 from langgraph_s3 import codec
 from langgraph_s3.core import groups
 from langgraph_s3.core.entries import Record
+from langgraph_s3.errors import CorruptObjectError
+from langgraph_s3.keys import Layout, spelled
 
 # Keys of every item.
 PK, SK = "pk", "sk"
@@ -142,6 +144,13 @@ def metadata_index_value(value: Any) -> str | None:
     return None
 
 
+def metadata_attr(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``md``, the metadata index of a checkpoint item (nothing if no value indexes)."""
+    pairs = ((k, metadata_index_value(v)) for k, v in metadata.items())
+    indexed = {k: s(v) for k, v in pairs if isinstance(k, str) and k and v}
+    return {METADATA: {"M": indexed}} if indexed else {}
+
+
 @dataclass
 class Row:
     """A checkpoint item of the index."""
@@ -225,12 +234,54 @@ def is_writes_item(item: Mapping[str, Any]) -> bool:
     return TASK_ID in item
 
 
+def id_attrs(thread_id: str, ns: str, cid: str, *, all_ids: bool) -> dict[str, Any]:
+    """The id attributes of a checkpoint item: ``th``, ``ns`` and ``cid`` with
+    ``all_ids`` (what releases before 0.9.0 read), else only those its keys do not
+    spell (layout 9: a hashed thread id or namespace; a checkpoint id never is)."""
+    out: dict[str, Any] = {}
+    if all_ids or not spelled(thread_id):
+        out[THREAD] = s(thread_id)
+    if all_ids or not spelled(ns):
+        out[NS] = s(ns)
+    if all_ids:
+        out[CID] = s(cid)
+    return out
+
+
+def checkpoint_ids(item: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The thread, namespace and checkpoint ids of a checkpoint item: its ``th``,
+    ``ns`` and ``cid``, or (layout 9) those its keys spell."""
+    spelt = Layout.ids_of_keys(str(item[PK]["S"]), str(item[SK]["S"]))
+    ids = tuple(
+        text(item, name) if name in item else from_keys
+        for name, from_keys in zip((THREAD, NS, CID), spelt, strict=True)
+    )
+    if any(not isinstance(i, str) for i in ids):
+        key = f"{item[PK]['S']}|{item[SK]['S']}"
+        raise CorruptObjectError(
+            f"checkpoint item {key!r} names no thread, namespace or checkpoint id its "
+            "keys do not spell; restore the item from a backup or delete the checkpoint",
+            key=key,
+        )
+    return cast(tuple[str, str, str], ids)
+
+
+def retarget(item: Mapping[str, Any], pk: str, thread_id: str) -> dict[str, Any]:
+    """``item`` moved to thread ``thread_id`` (partition ``pk``): the thread it names
+    becomes that one, in ``th`` if the item held one or the new key cannot spell it."""
+    out = {**item, PK: s(pk)}
+    if THREAD in item or not spelled(thread_id):
+        out[THREAD] = s(thread_id)
+    return out
+
+
 def parse_row(item: dict[str, Any]) -> Row:
     """A checkpoint item as a :class:`Row`."""
+    thread_id, ns, cid = checkpoint_ids(item)
     return Row(
-        thread_id=item[THREAD]["S"],
-        ns=item[NS]["S"],
-        checkpoint_id=item[CID]["S"],
+        thread_id=thread_id,
+        ns=ns,
+        checkpoint_id=cid,
         parent_id=text(item, PARENT),
         digest=item[DIGEST]["S"],
         unstored=frozenset(item.get(UNSTORED, {}).get("SS", ())),

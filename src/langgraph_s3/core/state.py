@@ -183,6 +183,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         #: Store a new value of ``lists.SHORT_MIN`` chunks or more through a chunk list
         #: after its chunks, and name every packed list with its lead (layout 8).
         self.list_leads = self.trim_items
+        #: Leave out of checkpoint items the ids their keys spell, and the metadata
+        #: index beside a body the item holds (layout 9, ``schema.id_attrs``).
+        self.ids_in_keys = self.trim_items
 
     @property
     def is_replica(self) -> bool:

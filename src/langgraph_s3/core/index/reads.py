@@ -65,18 +65,28 @@ class ListFilter:
         if match:
             names["#md"] = METADATA
         names.update({"#tid": TASK_ID, "#h": DIGEST})
+        # Layout 9 items hold no ``cid`` (their sort key does, which a filter may not
+        # name) and no ``md`` beside a body in the item: they pass, and the reader
+        # checks them (``admits``, and the metadata where it lies).
         clauses = ["(attribute_exists(#tid) OR (attribute_exists(#h)" + (
-            f" AND {match}))" if match else "))"
+            f" AND (attribute_not_exists(#md) OR ({match}))))" if match else "))"
         )]  # fmt: skip
         if self.before_id is not None:
-            clauses.append("#cid < :before")
+            clauses.append("(attribute_not_exists(#cid) OR #cid < :before)")
             names["#cid"] = CID
             vals[":before"] = s(self.before_id)
         if self.cid is not None:
-            clauses.insert(1, "#cid = :cid")
+            clauses.insert(1, "(attribute_not_exists(#cid) OR #cid = :cid)")
             vals[":cid"] = s(self.cid)
             names["#cid"] = CID
         return clauses, names, vals
+
+    def admits(self, checkpoint_id: str) -> bool:
+        """Whether a checkpoint of id ``checkpoint_id`` is older than ``before_id`` and
+        is ``cid``, where they are set (what the index could not check on layout 9)."""
+        if self.before_id is not None and not checkpoint_id < self.before_id:
+            return False
+        return self.cid is None or checkpoint_id == self.cid
 
 
 @dataclass(frozen=True)

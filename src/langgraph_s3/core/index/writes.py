@@ -25,6 +25,7 @@ from langgraph_s3.core.schema import (
     n,
     s,
 )
+from langgraph_s3.keys import Layout
 from langgraph_s3.operations import IndexRequest
 
 CHECK_FAILED = "ConditionalCheckFailedException"
@@ -114,22 +115,29 @@ def absent_part(table: str, pk: str, sk: str) -> Part:
 
 
 def head_part(
-    table: str, item: Mapping[str, Any], head_sk: str, expected: str | None, guarded: bool
+    table: str,
+    item: Mapping[str, Any],
+    ids: tuple[str, str, str],
+    expected: str | None,
+    guarded: bool,
 ) -> Part:
-    """The ``head`` part of a commit: move a namespace's head to the checkpoint ``item``.
+    """The ``head`` part of a commit: move a namespace's head to the checkpoint ``item``
+    (of thread, namespace and checkpoint ``ids``). Heads hold all three, whatever the
+    checkpoint items leave out.
 
     A guarded continuation moves it only from ``expected`` (its parent; ``None``:
     only if the namespace has no head yet); a fork moves it only forward.
     """
+    thread_id, ns, cid = ids
     head: dict[str, Any] = {
         "TableName": table,
-        "Key": {PK: item[PK], SK: s(head_sk)},
+        "Key": {PK: item[PK], SK: s(Layout.head_sk(ns))},
         "UpdateExpression": "SET #c = :c, #th = :th, #ns = :ns, #at = :at",
         "ExpressionAttributeNames": {"#c": CID, "#th": THREAD, "#ns": NS, "#at": AT},
         "ExpressionAttributeValues": {
-            ":c": item[CID],
-            ":th": item[THREAD],
-            ":ns": item[NS],
+            ":c": s(cid),
+            ":th": s(thread_id),
+            ":ns": s(ns),
             ":at": item[AT],
         },
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
