@@ -20,6 +20,10 @@ RAW = Path(__file__).resolve().parent / "results" / "raw"
 #: checkpoint asked for (DynamoDBSaver reads 4: checkpoint, payload, writes, payload).
 ITEMS_PER_LISTED_CHECKPOINT = 4
 INDEX_BYTES_TARGET = 400
+#: A chat-like step's new content in the index, whatever the layout: its 1,500-character
+#: message compressed (810 B, the mean of longthread.py's) and its 300-character write
+#: (303 B; records this small are not compressed, and compressed they would be 212).
+CHAT_STEP_FLOOR = 810 + 212
 
 
 def _raw(name: str) -> dict[str, Any] | None:
@@ -260,22 +264,29 @@ def cold_row() -> Row:
     return (name, "; ".join(texts), "<= DynamoDBSaver's, both savers", ok)
 
 
-def index_bytes_row(report: Any) -> Row:
-    """S3Saver's DynamoDB bytes per checkpoint when no large value changed."""
+def index_bytes_rows(report: Any) -> list[Row]:
+    """S3Saver's DynamoDB bytes per checkpoint: when no large value changed (a counter
+    beside 100 KB), and when each step adds a chat message (whose new content alone is
+    over the target: its floor, bench/README.md)."""
     name = "index bytes per checkpoint with no large change"
+    chat_name = "index bytes per checkpoint, a new 1,500-character message each step"
+    target = f"<= {INDEX_BYTES_TARGET} B"
     run = _raw("long-s3.json")
     if run is None:
-        return (name, "no result", f"<= {INDEX_BYTES_TARGET} B", None)
+        return [(name, "no result", target, None), (chat_name, "no result", target, None)]
     small = run["longthread"]["small_steps"]["index_bytes_per_checkpoint"]
     threads = run["longthread"]["threads"]
     chat = max(t["index_bytes_per_checkpoint"] for t in threads)
-    texts = [f"counter-only step {small:,.0f} B", f"long chat-like thread {chat:,.0f} B"]
+    texts = [f"long chat-like thread {chat:,.0f} B"]
     b = report.run("b", "s3")
     if b is not None:
         per = b["storage"]["ddb_bytes"] / max(1, b["phases"]["total"]["supersteps"])
         texts.append(f"(b) chat {per:,.0f} B")
-    ok = max(small, chat) <= INDEX_BYTES_TARGET
-    return (name, "S3Saver: " + "; ".join(texts), f"<= {INDEX_BYTES_TARGET} B", ok)
+    texts.append(f"its new content alone >= {CHAT_STEP_FLOOR:,} B a step (the floor)")
+    return [
+        (name, f"S3Saver: counter-only step {small:,.0f} B", target, small <= INDEX_BYTES_TARGET),
+        (chat_name, "S3Saver: " + "; ".join(texts), target, chat <= INDEX_BYTES_TARGET),
+    ]
 
 
 def v2_section(
@@ -288,7 +299,7 @@ def v2_section(
         cold_resume_row(report),
         list_row(),
         cold_row(),
-        index_bytes_row(report),
+        *index_bytes_rows(report),
     ]
     lines = [
         "## Layout v2 targets (issue 22)",
