@@ -182,6 +182,27 @@ def test_changing_commands_ask_first_and_verify_finds_damage(
     ] == ["t2"]
 
 
+def test_verify_reports_an_item_that_does_not_say_which_checkpoint_it_is(
+    server_backend: Backend,
+) -> None:
+    """A long thread id's key holds it hashed, so its checkpoint items keep ``th``
+    (layout 9); one without it is reported as damaged under its partition key."""
+    long_id = "t" * 200
+    with server_backend.saver() as saver:
+        ids = forked_thread(saver, long_id)
+    item = next(i for i in server_backend.items() if "h" in i and "th" in i)
+    server_backend.dynamodb().update_item(
+        TableName=server_backend.table,
+        Key={"pk": item["pk"], "sk": item["sk"]},
+        UpdateExpression="REMOVE th",
+    )
+    checked = run("--url", url(server_backend), "verify", "--json")
+    assert checked.returncode == 1, checked.stderr
+    [found] = json.loads(checked.stdout)["damaged"]
+    assert found["thread_id"] == item["pk"]["S"] and found["checkpoint_id"] in ids
+    assert "names no thread" in found["error"]
+
+
 def test_migrate_from_sqlite_and_resume_on_s3(server_backend: Backend, tmp_path: Path) -> None:
     """A SqliteSaver database written by a real graph (interrupt and fork) is copied;
     both threads then resume on S3Saver exactly as they resume on SqliteSaver."""

@@ -480,6 +480,28 @@ def test_an_unreadable_checkpoint_protects_its_threads_folder(tmp_path: Path, da
     assert [sorted(op.key for op in r) for r in gets[1:3]] == [[k] for k in checkpoints]
 
 
+def test_an_item_that_does_not_say_which_checkpoint_it_is_protects_its_thread(
+    tmp_path: Path,
+) -> None:
+    """Layout 9 leaves ``th`` to a key that spells it; a long thread id's key holds it
+    hashed, so its items keep ``th``. Without it the thread is protected and reported."""
+    storage = Storage()
+    long_id = "t" * 200
+    broken, fine = a_thread(long_id), a_thread("fine")
+    storage.add(*broken, *fine)
+    item = storage.items[(broken[1].item[schema.PK]["S"], broken[1].item[schema.SK]["S"])]
+    del item[schema.THREAD]
+    junk_broken, junk_fine = garbage(long_id), garbage("fine")
+    for junk in (junk_broken, junk_fine):
+        storage.objects[junk] = (b"junk", T0)
+
+    report = storage.run(tmp_path, at=T0 + DAY, grace=0)
+    assert deleted_objects(storage.sent) == [junk_fine]
+    assert junk_broken in storage.objects and all(k in storage.objects for k in broken[0].objects)
+    [error] = report.errors
+    assert "names no thread" in error and item[schema.SK]["S"] in error
+
+
 def test_checkpoints_are_read_in_batches_across_threads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,6 +32,7 @@ from langgraph_s3.cli.keys import ThreadKeys, key_needed, opening, thread_keys
 from langgraph_s3.core.inventory import ThreadSummary, summaries
 from langgraph_s3.core.scratch import Scratch
 from langgraph_s3.errors import (
+    CorruptObjectError,
     DataKeyError,
     KeyServiceError,
     ObjectError,
@@ -379,8 +380,13 @@ def verify(
             require_thread(s, thread)
             groups = [s.run(thread_items(s, thread))]
         for items in groups:
-            for row in (schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)):
+            for item in filter(schema.is_checkpoint_item, items):
                 checked += 1
+                try:
+                    row = schema.parse_row(item)
+                except CorruptObjectError as exc:  # it names no ids its keys cannot give
+                    found["damaged"].append(_unnamed(item, exc))
+                    continue
                 try:
                     s.get_tuple(_config(row.thread_id, row.checkpoint_id, row.ns))
                 except (ObjectError, DataKeyError) as exc:
@@ -390,6 +396,18 @@ def verify(
                          "checkpoint_id": row.checkpoint_id, "error": message}
                     )  # fmt: skip
     _report_verify(checked, found, json_)
+
+
+def _unnamed(item: dict[str, Any], exc: CorruptObjectError) -> dict[str, str]:
+    """A ``verify`` finding for a checkpoint item that does not say which checkpoint it
+    is: its partition key for the thread, and what its sort key spells."""
+    from langgraph_s3.core import schema
+    from langgraph_s3.keys import Layout
+
+    pk, sk = schema.checkpoint_ref(item)
+    _, ns, cid = Layout.ids_of_keys(pk, sk)
+    return {"thread_id": pk, "checkpoint_ns": ns or "", "checkpoint_id": cid or sk,
+            "error": str(exc)}  # fmt: skip
 
 
 def _verdict(

@@ -272,10 +272,14 @@ def _mark_thread(
 ) -> list[Row]:
     """Record what a thread's pending writes reference; its checkpoint rows (whose
     objects are read in batches); orphaned writes items go to ``orphans``."""
-    committed = {checkpoint_ref(i): parse_row(i) for i in items if is_checkpoint_item(i)}
     # The folder from the partition key: a thread with only writes items so far has
     # no item naming its raw id, and a long id's key segment is a hash of it.
     folder = run.core.layout.folder_of_pk(pk_of(items[0]))
+    try:
+        committed = {checkpoint_ref(i): parse_row(i) for i in items if is_checkpoint_item(i)}
+    except ObjectError as exc:  # an item without the ids its keys cannot give
+        _protect(run, folder, exc)
+        return []
     rows, referenced = [], []
     for item in items:
         if is_checkpoint_item(item):
