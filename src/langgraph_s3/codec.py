@@ -50,10 +50,7 @@ LAYOUT_RECORDS = 7
 #: Layout 8: a chunk list stored after its chunks in one pack may say how many bytes
 #: before it hold them (``["l", ..., lead]``), so one ranged GET reads both.
 LAYOUT_LEADS = 8
-#: Layout 9: a checkpoint item may leave out the ids its keys spell and, beside a body
-#: it holds, the metadata index (``schema.id_attrs``). It changes index items only: no
-#: frame carries it, and ``FORMAT_VERSION`` stays 8.
-LAYOUT_IDS_IN_KEYS = 9
+#: (Layout 9 changes index items only, ``schema.id_attrs``: no frame carries it.)
 KIND_CHECKPOINT = b"C"
 KIND_BLOB = b"B"
 KIND_SEALED = b"S"

@@ -78,11 +78,10 @@ def spelled(value: str) -> bool:
 
 
 def _decoded(segment: str) -> str | None:
-    if segment == "~":
-        return ""
-    if not segment or segment.startswith("~"):
+    """:func:`decode_segment`, or None for a segment that gives no id back (hashed)."""
+    if not segment or (segment != "~" and segment.startswith("~")):
         return None
-    return unquote(segment, errors="surrogatepass")
+    return decode_segment(segment)
 
 
 def check_checkpoint_id(checkpoint_id: object) -> str:
