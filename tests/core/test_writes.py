@@ -227,3 +227,28 @@ def test_across_regions_a_group_whose_span_is_taken_is_stored_one_by_one() -> No
     both = {"CancellationReasons": [{"Code": "ConditionalCheckFailed"}, owner]}
     script.expect(is_txn, script.pending.refused(TXN_CANCELLED, both))
     assert script.raises(ThreadOwnedElsewhereError).owner == "ap-south-1"
+
+
+def test_a_list_appended_to_a_channel_held_as_blobs_is_the_next_checkpoints_piece() -> None:
+    """A write appending to a list the saver holds as blobs is stored once, as a chunk
+    item its record names; the checkpoint that appends it names that chunk and stores
+    nothing. Other writes of the call stay inline."""
+    core = make_core()
+    history = [f"message {i} " * 40 for i in range(50)]  # ~24 KB: stored as blobs
+    store(AT_C1, checkpoint("c01", {"log": history}), core=core)
+    reply = ["a reply " * 40]
+    writes_ = [("log", reply), ("other", reply), ("log2", "text"), (INTERRUPT, reply)]
+    wrote = store_writes(AT_C1, writes_, "t", core=core)
+    entries = {i: r.entry for i, r in schema.parse_writes(wrote.item).records}
+    assert [type(entries[i]).__name__ for i in (0, 1, 2)] == ["Blobs", "Inline", "Inline"]
+    assert type(entries[-3]).__name__ == "Inline"  # a special write is never appended
+    piece = entries[0]
+    [(_, sk)] = wrote.chunk_items
+    assert sk == f"b#{piece.digests[0].hex()}" and piece.head == b"\x91"
+
+    stored = store(config(cid="c01"), checkpoint("c02", {"log": history + reply}), core=core)
+    assert stored.chunk_items == {} and stored.objects == {}
+    body = codec.unpack(
+        codec.unframe(schema.parse_row(stored.item).body, key="", kind=b"C"), key=""
+    )
+    assert body["ch"]["log"][2][-1] == piece.digests[0]

@@ -376,3 +376,35 @@ def _names_one_value(version: object) -> TypeGuard[str]:
     # Only versions with SaverCore.get_next_version's random tail are unique across
     # forks; integer versions (a thread migrated from DynamoDBSaver) repeat.
     return isinstance(version, str) and "." in version
+
+
+#: msgpack array headers (fixarray, array16, array32): a write holding a list, which
+#: an append reducer (``add_messages``, ``operator.add``) adds to the end of its channel.
+_ARRAY_HEADS = (*range(0x90, 0xA0), 0xDC, 0xDD)
+
+
+def appended_piece(
+    core: SaverCore, thread_id: str, ns: str, channel: str, entry: Inline
+) -> tuple[Entry, dict[str, bytes]]:
+    """A write's inline ``entry``, or, for a list written to a channel whose value is
+    stored as blobs, the same value as one blob (and the upload it needs).
+
+    A list channel that grows by a task's write (a chat's ``messages``) stores what was
+    appended as a new *piece* in the next checkpoint (``chunking.plan``): the list's
+    serialized bytes minus its length header are the old version's followed by the
+    write's items, which are the write's bytes minus its own header. Stored once as a
+    blob by the write, that piece is the next checkpoint's: its name is the same, so the
+    checkpoint re-uses it (``known_blobs``) instead of storing the bytes a second time,
+    and the writes item names it instead of holding them. Where the checkpoint cuts
+    otherwise (a content boundary in what was appended, several tasks appending in one
+    step) it stores its own chunks, as before. Only with ``chunk_items``: a saver
+    without them writes what 0.4.x writes.
+    """
+    if not core.chunk_items:
+        return entry, {}
+    latest = core.caches.latest.get((thread_id, ns, channel))
+    if not isinstance(latest, Blobs) or latest.type != entry.type or entry.type != "msgpack":
+        return entry, {}
+    if not entry.data or entry.data[0] not in _ARRAY_HEADS:
+        return entry, {}
+    return blob_entry(core, thread_id, entry.type, entry.data, None)

@@ -3,7 +3,9 @@
 A task's writes land in the item ``c#{ns}#{checkpoint}#w#{task}`` as checksummed
 records (``codec.pack_record``, sealed to their slot with encryption); values above
 ``WRITE_INLINE_THRESHOLD``, and those whose record would be larger than
-``index_inline_limit``, go to blobs first. Regular writes are never overwritten (a
+``index_inline_limit``, go to blobs first, and so does a list appended to a channel
+held as blobs, stored as the piece the next checkpoint names
+(``values.appended_piece``). Regular writes are never overwritten (a
 retried task resends the same values), special ones (``__error__``, ``__interrupt__``,
 ...) are replaced, as in ``InMemorySaver``. See docs/layout.md ("Index (DynamoDB)").
 """
@@ -26,7 +28,7 @@ from langgraph_s3.core.index import Transact, WritesUpdate, writes_updates
 from langgraph_s3.core.objects import store_chunks
 from langgraph_s3.core.schema import record_attr
 from langgraph_s3.core.sealed import seal_record
-from langgraph_s3.core.values import encode_value, remember_value, writes_value
+from langgraph_s3.core.values import appended_piece, encode_value, remember_value, writes_value
 from langgraph_s3.errors import InvalidConfigError, S3SaverError
 from langgraph_s3.operations import Flow, perform
 
@@ -60,7 +62,7 @@ def put_writes(
         return
     yield from thread_key(core, thread_id, create=True)
     slot = (thread_id, ns, cid, task_id)
-    records, uploads = _encode_writes(core, thread_id, writes, task_id)
+    records, uploads = _encode_writes(core, thread_id, ns, writes, task_id)
     packed = _pack_within_budget(core, slot, writes, records, uploads)
     todo = lists.pending(r.entry for r in records.values())
     sealed = yield from store_chunks(core, thread_id, uploads, todo=todo)
@@ -104,7 +106,7 @@ def _store(core: SaverCore, thread_id: str, update: WritesUpdate) -> Flow[bool]:
 
 
 def _encode_writes(
-    core: SaverCore, thread_id: str, writes: Sequence[tuple[str, Any]], task_id: str
+    core: SaverCore, thread_id: str, ns: str, writes: Sequence[tuple[str, Any]], task_id: str
 ) -> tuple[dict[int, Record], dict[str, bytes]]:
     """Records by write index (``[channel, value entry]``) and the blobs they need."""
     records: dict[int, Record] = {}
@@ -120,6 +122,8 @@ def _encode_writes(
             f"write to channel {channel!r} of task {task_id!r}",
             WRITE_INLINE_THRESHOLD,
         )
+        if isinstance(entry, Inline) and widx >= 0:  # special writes are never appended
+            entry, blobs = appended_piece(core, thread_id, ns, channel, entry)
         uploads.update(blobs)
         # a later special write replaces an earlier one
         records[widx] = Record(channel, lists.spill(entry, core.list_leads))
