@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, RemoveMessage
 
 from langgraph_s3 import codec
 from langgraph_s3.core import groups, packs, schema, writes
@@ -229,19 +230,27 @@ def test_across_regions_a_group_whose_span_is_taken_is_stored_one_by_one() -> No
     assert script.raises(ThreadOwnedElsewhereError).owner == "ap-south-1"
 
 
-def test_a_list_appended_to_a_channel_held_as_blobs_is_the_next_checkpoints_piece() -> None:
-    """A write appending to a list the saver holds as blobs is stored once, as a chunk
-    item its record names; the checkpoint that appends it names that chunk and stores
-    nothing. Other writes of the call stay inline."""
+def test_messages_appended_to_a_channel_held_as_blobs_are_the_next_checkpoints_piece() -> None:
+    """Messages a task appends to a list the saver holds as blobs are stored once, as a
+    chunk item their record names; the checkpoint that appends them names that chunk
+    and stores nothing. Writes whose bytes the channel would not hold as they are
+    (a message without an id, a tuple, a removal), to other channels, or special
+    ones, stay inline."""
     core = make_core()
-    history = [f"message {i} " * 40 for i in range(50)]  # ~24 KB: stored as blobs
-    store(AT_C1, checkpoint("c01", {"log": history}), core=core)
-    reply = ["a reply " * 40]
-    writes_ = [("log", reply), ("other", reply), ("log2", "text"), (INTERRUPT, reply)]
+    history = [AIMessage(content=f"message {i} " * 40, id=f"m{i}") for i in range(50)]
+    store(AT_C1, checkpoint("c01", {"log": history}), core=core)  # ~24 KB: as blobs
+    reply = [AIMessage(content="a reply " * 40, id="r")]
+    writes_ = [
+        ("log", reply),
+        ("other", reply),  # a channel the checkpoint does not hold as blobs
+        ("log", [AIMessage(content="no id " * 40)]),  # add_messages gives it an id
+        ("log", [("user", "a tuple " * 40)]),  # add_messages makes it a message
+        ("log", [RemoveMessage(id="m3")]),
+        (INTERRUPT, reply),
+    ]
     wrote = store_writes(AT_C1, writes_, "t", core=core)
     entries = {i: r.entry for i, r in schema.parse_writes(wrote.item).records}
-    assert [type(entries[i]).__name__ for i in (0, 1, 2)] == ["Blobs", "Inline", "Inline"]
-    assert type(entries[-3]).__name__ == "Inline"  # a special write is never appended
+    assert [type(entries[i]).__name__ for i in (0, 1, 2, 3, 4, -3)] == ["Blobs"] + ["Inline"] * 5
     piece = entries[0]
     [(_, sk)] = wrote.chunk_items
     assert sk == f"b#{piece.digests[0].hex()}" and piece.head == b"\x91"
@@ -252,3 +261,8 @@ def test_a_list_appended_to_a_channel_held_as_blobs_is_the_next_checkpoints_piec
         codec.unframe(schema.parse_row(stored.item).body, key="", kind=b"C"), key=""
     )
     assert body["ch"]["log"][2][-1] == piece.digests[0]
+    # A saver that holds nothing of the thread (a new container) writes it inline.
+    fresh = store_writes(AT_C1, [("log", reply)], "t", core=make_core())
+    assert [type(r.entry).__name__ for _, r in schema.parse_writes(fresh.item).records] == [
+        "Inline"
+    ]

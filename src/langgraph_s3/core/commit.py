@@ -115,6 +115,7 @@ def put(
     for name, entry in fresh.items():
         values.cache_entry(core, thread_id, ns, name, versions[name], entry)
         values.remember_latest(core, thread_id, ns, name, entry)
+    values.remember_appends(core, thread_id, ns, entries)
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
 

@@ -220,6 +220,7 @@ def _load(
         if remember:
             for name, entry in env.channels.items():
                 values.remember_latest(core, row.thread_id, row.ns, name, entry)
+            values.remember_appends(core, row.thread_id, row.ns, env.channels)
     return out
 
 

@@ -65,6 +65,10 @@ class Caches:
         self.latest: LRU[tuple[str, str, str], Blobs] = LRU(
             50_000, cache_bytes, ttl=ttl, group=first
         )
+        #: (thread, ns) -> the channels the latest checkpoint this saver wrote or
+        #: continues from holds as blobs: a list written to one of them is appended to
+        #: a stored value (``values.appended_piece``); a delta channel's is not.
+        self.appends: LRU[tuple[str, str], frozenset[str]] = LRU(50_000, ttl=ttl, group=first)
         #: thread -> its incarnation (``schema.INCARNATION``) when this saver last read
         #: or wrote it: what the other caches hold of the thread belongs to it. Not
         #: aged, and kept when they are dropped for another reason (a new key version):
@@ -83,6 +87,7 @@ class Caches:
             self.objects,
             self.known_blobs,
             self.latest,
+            self.appends,
             self.values,
             self.known_lists,
         )
@@ -93,7 +98,7 @@ class Caches:
         what the thread has cached, nothing for a thread this saver never touched."""
         for by_folder in (self.objects, self.known_blobs, self.known_lists):
             by_folder.discard_group(folder)
-        for by_thread in (self.entries, self.latest, self.values):
+        for by_thread in (self.entries, self.latest, self.appends, self.values):
             by_thread.discard_group(thread_id)
 
 

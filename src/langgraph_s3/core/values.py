@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import chunking, codec
@@ -378,33 +379,56 @@ def _names_one_value(version: object) -> TypeGuard[str]:
     return isinstance(version, str) and "." in version
 
 
-#: msgpack array headers (fixarray, array16, array32): a write holding a list, which
-#: an append reducer (``add_messages``, ``operator.add``) adds to the end of its channel.
+#: msgpack array headers (fixarray, array16, array32): a list's serialized bytes.
 _ARRAY_HEADS = (*range(0x90, 0xA0), 0xDC, 0xDD)
 
 
+def remember_appends(
+    core: SaverCore, thread_id: str, ns: str, entries: Mapping[str, Entry]
+) -> None:
+    """Keep which channels of ``(thread, ns)``'s latest checkpoint hold their value as
+    blobs (``entries``: that checkpoint's), for :func:`appended_piece`."""
+    held = frozenset(name for name, entry in entries.items() if isinstance(entry, Blobs | Listed))
+    core.caches.appends.put((thread_id, ns), held)
+
+
 def appended_piece(
-    core: SaverCore, thread_id: str, ns: str, channel: str, entry: Inline
+    core: SaverCore, thread_id: str, ns: str, channel: str, value: Any, entry: Inline
 ) -> tuple[Entry, dict[str, bytes]]:
-    """A write's inline ``entry``, or, for a list written to a channel whose value is
+    """A write's inline ``entry``, or, for messages written to a channel whose value is
     stored as blobs, the same value as one blob (and the upload it needs).
 
-    A list channel that grows by a task's write (a chat's ``messages``) stores what was
+    A message list that grows by a task's write (a chat's ``messages``) stores what was
     appended as a new *piece* in the next checkpoint (``chunking.plan``): the list's
     serialized bytes minus its length header are the old version's followed by the
-    write's items, which are the write's bytes minus its own header. Stored once as a
-    blob by the write, that piece is the next checkpoint's: its name is the same, so the
-    checkpoint re-uses it (``known_blobs``) instead of storing the bytes a second time,
-    and the writes item names it instead of holding them. Where the checkpoint cuts
-    otherwise (a content boundary in what was appended, several tasks appending in one
-    step) it stores its own chunks, as before. Only with ``chunk_items``: a saver
-    without them writes what 0.4.x writes.
+    written messages, which are the write's bytes minus its own header. Stored once as
+    a blob by the write, that piece is the next checkpoint's: its name is the same, so
+    the checkpoint re-uses it (``known_blobs``) instead of storing the bytes a second
+    time, and the writes item names it instead of holding them.
+
+    Only where the checkpoint will most likely append exactly those bytes, because a
+    chunk only the write names costs a request and an item more than the inline
+    record: messages that all have an id (``add_messages`` gives one to a message
+    without, and turns tuples and dicts into messages, so their bytes change), none a
+    removal, written to a channel the latest checkpoint this saver wrote or continues
+    from holds as blobs (so not a delta channel, which stores no value at most steps,
+    and not a list short enough to be inline). Elsewhere, or where the checkpoint
+    still cuts otherwise (a content boundary in what was appended, several tasks
+    appending in one step, another reducer), it stores its own chunks, as before.
+    Only with ``chunk_items``: a saver without them writes what 0.4.x writes.
     """
-    if not core.chunk_items:
+    if not core.chunk_items or entry.type != "msgpack" or not _messages_with_ids(value):
         return entry, {}
-    latest = core.caches.latest.get((thread_id, ns, channel))
-    if not isinstance(latest, Blobs) or latest.type != entry.type or entry.type != "msgpack":
+    if channel not in (core.caches.appends.get((thread_id, ns)) or ()):
         return entry, {}
     if not entry.data or entry.data[0] not in _ARRAY_HEADS:
         return entry, {}
     return blob_entry(core, thread_id, entry.type, entry.data, None)
+
+
+def _messages_with_ids(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(m, BaseMessage) and m.id and m.type != "remove" for m in value)
+    )

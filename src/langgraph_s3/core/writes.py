@@ -3,7 +3,7 @@
 A task's writes land in the item ``c#{ns}#{checkpoint}#w#{task}`` as checksummed
 records (``codec.pack_record``, sealed to their slot with encryption); values above
 ``WRITE_INLINE_THRESHOLD``, and those whose record would be larger than
-``index_inline_limit``, go to blobs first, and so does a list appended to a channel
+``index_inline_limit``, go to blobs first, and so do messages appended to a channel
 held as blobs, stored as the piece the next checkpoint names
 (``values.appended_piece``). Regular writes are never overwritten (a
 retried task resends the same values), special ones (``__error__``, ``__interrupt__``,
@@ -123,7 +123,7 @@ def _encode_writes(
             WRITE_INLINE_THRESHOLD,
         )
         if isinstance(entry, Inline) and widx >= 0:  # special writes are never appended
-            entry, blobs = appended_piece(core, thread_id, ns, channel, entry)
+            entry, blobs = appended_piece(core, thread_id, ns, channel, value, entry)
         uploads.update(blobs)
         # a later special write replaces an earlier one
         records[widx] = Record(channel, lists.spill(entry, core.list_leads))
