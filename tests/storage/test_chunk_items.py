@@ -36,16 +36,18 @@ def words(seed: str, size: int) -> str:
     )
 
 
-def build_chat(checkpointer: Any) -> Any:
-    """One node answering every user message with 300-1500 characters."""
+def answer(state: Any) -> dict[str, Any]:
+    """The chat's node: every user message answered with 300-1500 characters (the
+    state untyped, so that a graph of another state schema takes it as its own)."""
+    turn = sum(1 for m in state["messages"] if m.type == "human")
+    size = random.Random(f"ai{turn}").randint(300, 1500)
+    return {"messages": [AIMessage(content=words(f"ai{turn}", size), id=f"ai-{turn}")]}
 
-    def agent(state: Chat) -> dict[str, Any]:
-        turn = sum(1 for m in state["messages"] if m.type == "human")
-        size = random.Random(f"ai{turn}").randint(300, 1500)
-        return {"messages": [AIMessage(content=words(f"ai{turn}", size), id=f"ai-{turn}")]}
 
-    builder = StateGraph(Chat)
-    builder.add_node("agent", agent)
+def build_chat(checkpointer: Any, state: Any = Chat) -> Any:
+    """One node answering every user message (``answer``), over the state ``state``."""
+    builder = StateGraph(state)
+    builder.add_node("agent", answer)
     builder.add_edge(START, "agent")
     return builder.compile(checkpointer=checkpointer)
 

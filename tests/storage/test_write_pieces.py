@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.channels.delta import DeltaChannel
-from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
 from langgraph_s3 import Encryption, codec
@@ -22,7 +20,7 @@ from langgraph_s3.core.entries import Blobs, Inline
 from langgraph_s3.keys import encode_segment
 from langgraph_s3.sealing import StaticKeyRing
 from tests.conftest import Backend, RequestLog
-from tests.storage.test_chunk_items import build_chat, cfg, chat, counted, user, words
+from tests.storage.test_chunk_items import build_chat, cfg, chat, counted, user
 
 TURNS = 30
 
@@ -253,15 +251,7 @@ def test_a_delta_channels_writes_stay_inline_between_its_snapshots(backend: Back
     it is not a piece any checkpoint names: its writes stay inline, but where the
     checkpoint they follow stored a snapshot (one update in ten here)."""
 
-    def agent(state: DeltaChat) -> dict[str, Any]:
-        turn = sum(1 for m in state["messages"] if m.type == "human")
-        size = random.Random(f"ai{turn}").randint(300, 1500)
-        return {"messages": [AIMessage(content=words(f"ai{turn}", size), id=f"ai-{turn}")]}
-
-    builder = StateGraph(DeltaChat)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "agent")
-    graph = builder.compile(checkpointer=backend.saver())
+    graph = build_chat(backend.saver(), DeltaChat)
     for turn in range(TURNS):
         graph.invoke(user(turn), cfg("d"))
     entries = message_entries(writes_rows(backend, "d"))
@@ -272,7 +262,7 @@ def test_a_delta_channels_writes_stay_inline_between_its_snapshots(backend: Back
     assert len(entries) == 2 * TURNS and len(pieces) <= len(entries) // 5
     # Read back cold: the same messages as the same chat on a plain list channel.
     chat(backend.saver(), "plain", TURNS)
-    cold = builder.compile(checkpointer=backend.saver()).get_state(cfg("d"))
+    cold = build_chat(backend.saver(), DeltaChat).get_state(cfg("d"))
     assert (
         cold.values["messages"]
         == build_chat(backend.saver()).get_state(cfg("plain")).values["messages"]
