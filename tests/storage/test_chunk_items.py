@@ -123,9 +123,9 @@ def test_each_turn_sends_a_batch_write_where_it_sent_puts_and_nothing_else_chang
     before, after = counts[False], counts[True]
     assert before[("s3", "PutObject")] >= 20 and ("dynamodb", "BatchWriteItem") not in before
     assert ("s3", "PutObject") not in after
-    # A turn whose appended message holds a content boundary sends one more: the
-    # write stores its message as a piece and the checkpoint its own cut of it too
-    # (tests/storage/test_write_pieces.py); turns 21-30 have one, turn 24.
+    # A message that holds a content boundary costs one more: the write stores it as
+    # a piece and the checkpoint its own cut of it too (test_write_pieces.py); in
+    # turns 21-30 only turn 24 sends more (measured: two).
     assert after[("dynamodb", "BatchWriteItem")] <= before[("s3", "PutObject")] + 2
     rest = {("s3", "PutObject"), ("dynamodb", "BatchWriteItem")}
     assert {k: v for k, v in before.items() if k not in rest} == {
