@@ -25,7 +25,7 @@ from fake_aws_env import use_fake_aws
 
 use_fake_aws()
 
-from upstream_exclusions import EXCLUDED, RACE_RERUNS, RACES  # noqa: E402
+from upstream_exclusions import EXCLUDED, RACE_RERUNS, RACES, SKIPPED_MODULES  # noqa: E402
 
 
 def _keep_request_ids_off_pinned_uuid4() -> None:
@@ -52,6 +52,8 @@ _keep_request_ids_off_pinned_uuid4()
 
 FIXTURES = {"sync_checkpointer": "S3Saver", "async_checkpointer": "AsyncS3Saver"}
 _server: Any = None
+#: Modules that skipped themselves at collection and are not in ``SKIPPED_MODULES``.
+_unlisted_skips: list[str] = []
 
 
 def _names() -> tuple[str, str]:
@@ -244,6 +246,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     item.user_properties.append(("saver", FIXTURES.get(fixture or "", "?")))
 
 
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    # A module that skips itself hides every test in it, ours included: only the
+    # listed ones (with their evidence) may. Under xdist the controller is told of
+    # every worker's skipped collection, once; it decides the exit status.
+    if report.skipped and report.nodeid not in SKIPPED_MODULES:
+        _unlisted_skips.append(report.nodeid)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     counts: Counter[tuple[str, str]] = Counter()
     for outcome, reports in terminalreporter.stats.items():
@@ -263,11 +273,20 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         )
     terminalreporter.write_line(
         f"upstream tests excluded: {len(EXCLUDED)}; races run again on failure: "
-        f"{len(RACES)} (upstream/upstream_exclusions.py)"
+        f"{len(RACES)}; modules upstream skips here: {len(SKIPPED_MODULES)} "
+        "(upstream/upstream_exclusions.py)"
     )
+    for nodeid in _unlisted_skips:
+        terminalreporter.write_line(
+            f"ERROR: upstream module {nodeid} skipped itself and is not in "
+            "SKIPPED_MODULES: find out why (it may hide tests of ours), then fix the "
+            "harness or list it with the reason and the evidence"
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _unlisted_skips and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if _server is not None:
         assert _server.stdin is not None
         _server.stdin.close()
