@@ -93,7 +93,8 @@ def test_the_reply_is_stored_once_and_named_by_the_checkpoint_that_appends_it(
     assert sum(k.endswith(write.digests[0].hex()) for k in items) == 1
     reply = latest.checkpoint["channel_values"]["messages"][-1]
     # The record names the piece: a few dozen bytes where the message took hundreds.
-    [item] = [i for i in backend.items() if i["sk"]["S"] == writes_sk(backend, "c", parent)]
+    sk = writes_sk(backend, "c", parent)
+    [item] = [i for i in backend.items() if i["sk"]["S"] == sk]
     assert len(item["w0"]["B"]) < 100 < len(codec.pack(reply.content)) // 3
 
     # A cold reader gets the write back as it was written, with either saver.
