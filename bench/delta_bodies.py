@@ -42,10 +42,12 @@ from typing import Any
 
 import boto3
 import ormsgpack
-import zstandard
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Command
 from langgraph_s3 import codec
+from langgraph_s3.core import records, schema
+from langgraph_s3.core.objects import open_envelope
+from langgraph_s3.core.schema import Row
 from langgraph_s3.testing import local_saver
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -57,7 +59,6 @@ K = 4
 VARIANTS = ("today", "trim", "a", "a+d", "a+d+cp", "a+d+cp+trim")
 HEAD_TX_WRU = 2
 _SERDE = JsonPlusSerializer()
-_ZSTD = zstandard.ZstdCompressor(level=3)
 _TRIMMED = ("cid", "th", "ns", "h", "sz")
 
 
@@ -101,7 +102,8 @@ class Stream:
 
 def entry_delta(entry: list[Any], base: list[Any], cid: str) -> list[Any] | None:
     """``["d", ...]`` for a blob entry extending the base's, or None."""
-    if entry[0] not in ("r", "p") or base[0] not in ("r", "p"):
+    kinds = ("r", "p", "x")
+    if entry[0] not in kinds or base[0] != entry[0]:
         return None
     old, new = base[2], entry[2]
     keep = 0
@@ -109,12 +111,18 @@ def entry_delta(entry: list[Any], base: list[Any], cid: str) -> list[Any] | None
         keep += 1
     if keep == 0:
         return None
-    return ["d", cid, keep, [entry[0], entry[1], new[keep:], entry[3][keep:], *entry[4:6]]]
+    # "p"/"x": [kind, type, digests, sizes, head, stable, packs, locations]; the
+    # packs are named by index into their own list, so they stay whole.
+    tail = [entry[0], entry[1], new[keep:], entry[3][keep:], *entry[4:6]]
+    if entry[0] != "r":
+        tail += [entry[6], entry[7][keep:]]
+    return ["d", cid, keep, tail]
 
 
-def channel_forms(body: Mapping[str, Any], stream: Stream, run: str | None, deltas: bool) -> dict:
+def channel_forms(
+    body: Mapping[str, Any], cid: str, stream: Stream, run: str | None, deltas: bool
+) -> dict:
     """The ``ch`` map with "a" references (and, with ``deltas``, "d" entries)."""
-    cid = body["id"]
     out: dict[str, Any] = {}
     for name, entry in body["ch"].items():
         base = stream.entries.get(name)
@@ -150,24 +158,37 @@ def reencoded(item: Mapping[str, Any], body: Mapping[str, Any], trim: bool) -> i
     """The size of ``item`` with ``body`` framed in place of its own."""
     if trim:
         body = {k: v for k, v in body.items() if k not in ("th", "ns", "id", "p")}
-    framed = codec.MAGIC + b"\x04" + codec.KIND_CHECKPOINT + _ZSTD.compress(ormsgpack.packb(body))
+    framed = codec.frame(codec.KIND_CHECKPOINT, ormsgpack.packb(body), 3, version=9)
     out = {**item, "b": {"B": framed}}
     if trim:
         out = {k: v for k, v in out.items() if k not in _TRIMMED}
     return item_size(out)
 
 
-def simulate(items: list[dict[str, Any]]) -> Totals:
+def decoded(saver: Any, item: dict[str, Any]) -> tuple[Row, dict[str, Any], dict[str, Any]]:
+    """A checkpoint item kept in the index: its row, its body as written (the wire
+    map) and the checkpoint it holds (without values)."""
+    row = schema.parse_row(item)
+    env = open_envelope(saver, row, row.body)
+    kind, data = env.checkpoint
+    if kind == records.RECORD_TYPE:
+        cp = records.decode(data, row.checkpoint_id, "-")
+    else:
+        cp = _SERDE.loads_typed((kind, data))
+    return row, env.wire(), cp
+
+
+def simulate(saver: Any, items: list[dict[str, Any]]) -> Totals:
     """Every checkpoint item of a table, in history order, under every variant."""
     totals = Totals()
     streams: dict[tuple[str, str, bool], Stream] = {}
     checkpoints = sorted(
-        (i for i in items if "h" in i and "tid" not in i),
+        (i for i in items if schema.is_checkpoint_item(i)),
         key=lambda i: (i["pk"]["S"], i["sk"]["S"]),
     )
     for item in checkpoints:
         totals.commits += 1
-        key = (item["pk"]["S"], item["ns"]["S"])
+        key = (item["pk"]["S"], schema.checkpoint_ids(item)[1])
         stream = streams.setdefault((*key, True), Stream())
         plain = streams.setdefault((*key, False), Stream())
         stream.seq += 1
@@ -178,14 +199,15 @@ def simulate(items: list[dict[str, Any]]) -> Totals:
             for variant in VARIANTS[1:]:
                 totals.add(variant, size)
             continue
-        body = ormsgpack.unpackb(codec.unframe(item["b"]["B"], key="-", kind=codec.KIND_CHECKPOINT))
+        row, body, cp = decoded(saver, item)
         run = item.get("run", {}).get("S")
-        only_a = channel_forms(body, plain, run, deltas=False)
-        with_d = channel_forms(body, stream, run, deltas=True)
-        cp = _SERDE.loads_typed(tuple(body["cp"]))
+        cid = row.checkpoint_id
+        only_a = channel_forms(body, cid, plain, run, deltas=False)
+        with_d = channel_forms(body, cid, stream, run, deltas=True)
         diff: Any = body["cp"]
         if stream.usable(stream.cp, run) and stream.cp is not None:
-            diff = ormsgpack.packb(checkpoint_diff(cp, stream.cp.value), default=str)
+            packed = ormsgpack.packb(checkpoint_diff(cp, stream.cp.value), default=str)
+            diff = packed if len(packed) < len(body["cp"][1]) else diff
         else:
             stream.cp = Base(stream.seq, run, cp)
         totals.add("trim", reencoded(item, body, trim=True))
@@ -199,20 +221,22 @@ def simulate(items: list[dict[str, Any]]) -> Totals:
 def writes_units(items: list[dict[str, Any]]) -> tuple[int, int]:
     """Write units of the writes items (billed on their final size) as stored, and
     without ``tid`` and ``cid`` (which their sort key already says)."""
-    writes = [i for i in items if "tid" in i]
+    writes = [i for i in items if schema.is_writes_item(i)]
     trimmed = [{k: v for k, v in i.items() if k not in ("tid", "cid")} for i in writes]
     return sum(kb(item_size(i)) for i in writes), sum(kb(item_size(i)) for i in trimmed)
 
 
-def table_items(drive: Callable[[Any], None]) -> list[dict[str, Any]]:
-    """Run ``drive`` on a fresh S3Saver and return every item of its table."""
+def measured(drive: Callable[[Any], None]) -> tuple[Totals, tuple[int, int], int]:
+    """Run ``drive`` on a fresh S3Saver; what its checkpoint items would cost under
+    each variant, its writes items' write units, and the bytes of every item."""
     with local_saver() as saver:
         drive(saver)
         client = boto3.client(
             "dynamodb", region_name="us-east-1",
             aws_access_key_id="testing", aws_secret_access_key="testing",
         )  # fmt: skip
-        return list(_scan(client, saver.table))
+        items = list(_scan(client, saver.table))
+        return simulate(saver, items), writes_units(items), sum(map(item_size, items))
 
 
 def _scan(client: Any, table: str) -> Iterator[dict[str, Any]]:
@@ -269,19 +293,20 @@ WORKLOADS = {"(a)": approval, "(b)": chat, "(c)": fanout, "counter step": counte
 
 
 def main() -> None:
-    print(f"K = {K}; write units of the commits (checkpoint item + head), avg item bytes")
-    print("| workload | commits | variant | transaction WRU | carried WRU | avg item bytes |")
-    print("|---|---:|---|---:|---:|---:|")
+    print(f"K = {K}; write units of the commits (checkpoint item + head), avg item bytes;")
+    print("bytes saved: of every index item of the table (chunk and writes items too)")
+    print("| workload | commits | variant | transaction WRU | carried WRU | avg item bytes "
+          "| index bytes saved |")  # fmt: skip
+    print("|---|---:|---|---:|---:|---:|---:|")
     writes: dict[str, tuple[int, int]] = {}
     for name, drive in WORKLOADS.items():
-        items = table_items(drive)
-        writes[name] = writes_units(items)
-        totals = simulate(items)
+        totals, writes[name], index_bytes = measured(drive)
         for variant in VARIANTS:
             avg = round(totals.size[variant] / max(1, totals.commits))
+            saved = totals.size["today"] - totals.size[variant]
             print(
                 f"| {name} | {totals.commits} | {variant} | {totals.tx[variant]} "
-                f"| {totals.carried[variant]} | {avg:,} |"
+                f"| {totals.carried[variant]} | {avg:,} | {saved:,} of {index_bytes:,} |"
             )
     print()
     print("| workload | writes items WRU | without tid, cid |")

@@ -55,17 +55,21 @@ def template_items(saver: Any) -> list[dict[str, Any]]:
     return list(found["Items"])
 
 
-def clone(item: dict[str, Any], name: str) -> dict[str, Any]:
-    """``item`` for thread ``name``; a body in the item is re-written to name it too."""
-    from langgraph_s3 import codec
+def clone(saver: Any, item: dict[str, Any], name: str) -> dict[str, Any]:
+    """``item`` for thread ``name``, as ``copy_thread`` writes it: a checkpoint's body
+    (kept in the item) is re-written for that thread, so its place digest names it."""
+    from dataclasses import replace
 
-    out = {**item, "pk": {"S": name}, "th": {"S": name}}
-    if "b" in item:
-        env = codec.unpack(
-            codec.unframe(item["b"]["B"], key="", kind=codec.KIND_CHECKPOINT), key=""
-        )
-        body = codec.frame(codec.KIND_CHECKPOINT, codec.pack({**env, "th": name}), 3)
-        out.update(b={"B": body}, h={"S": codec.digest(body)}, sz={"N": str(len(body))})
+    from langgraph_s3.core import schema
+    from langgraph_s3.core.objects import open_envelope
+    from langgraph_s3.core.reseal import copied_body, copied_item
+
+    if not schema.is_checkpoint_item(item):  # the head
+        return {**item, "pk": {"S": saver.layout.pk(name)}, "th": {"S": name}}
+    row = schema.parse_row(item)
+    env = open_envelope(saver, row, row.body)
+    out, put = copied_item(saver, row, copied_body(saver, replace(env, thread_id=name)), name)
+    assert put is None, "the template's bodies are kept in their items"
     return out
 
 
@@ -76,7 +80,7 @@ def populate(saver: Any, threads: int) -> None:
     for n in range(threads):
         name = f"thread-{n:07d}"
         for item in template:
-            batch.append({"PutRequest": {"Item": clone(item, name)}})
+            batch.append({"PutRequest": {"Item": clone(saver, item, name)}})
             if len(batch) == 25:
                 ddb.batch_write_item(RequestItems={saver.table: batch})
                 batch = []
