@@ -36,8 +36,11 @@ def load(backend: Backend, data: dict[str, Any]) -> None:
     s3, ddb = backend.s3(), backend.dynamodb()
     for key, body in data["objects"].items():
         s3.put_object(Bucket=backend.bucket, Key=key, Body=base64.b64decode(body))
-    for item in data["items"]:
-        ddb.put_item(TableName=backend.table, Item=_binary(item))
+    items = [{"PutRequest": {"Item": _binary(item)}} for item in data["items"]]
+    for start in range(0, len(items), 25):  # BatchWriteItem's limit
+        batch = {backend.table: items[start : start + 25]}
+        while batch:
+            batch = ddb.batch_write_item(RequestItems=batch).get("UnprocessedItems") or {}
 
 
 def save(path: Path, data: dict[str, Any]) -> None:
