@@ -57,6 +57,20 @@ def _boto_session() -> Any:
         return _session
 
 
+_aio_session: Any = None
+
+
+def _aiobotocore_session() -> Any:
+    """One aiobotocore session for the process: a new one loads botocore's data again
+    (~60 ms a saver, and a fault sweep makes dozens); clients stay per saver."""
+    global _aio_session
+    if _aio_session is None:
+        from aiobotocore.session import get_session
+
+        _aio_session = get_session()
+    return _aio_session
+
+
 def sync_clients(backend: Backend, config: Config, *hooks: Any) -> tuple[Any, Any]:
     """An S3 and a DynamoDB client for ``backend``; each hook's ``attach`` is applied."""
     session = _boto_session()
@@ -84,11 +98,10 @@ async def async_saver(
 ) -> AsyncIterator[Any]:
     """A brand-new AsyncS3Saver over HTTP whose aiobotocore clients carry ``hooks``."""
     from aiobotocore.config import AioConfig
-    from aiobotocore.session import get_session
 
     assert backend.endpoint_url
     aio_config = AioConfig(retries=config.retries, max_pool_connections=32)
-    session = get_session()
+    session = _aiobotocore_session()
     async with AsyncExitStack() as stack:
         clients = []
         for service in ("s3", "dynamodb"):
