@@ -36,11 +36,15 @@ def new_key(backend: Backend) -> str:
     return arn
 
 
-def sealed_saver(backend: Backend, arn: str, prefix: str = PREFIX) -> S3Saver:
-    """Bodies in S3 (index_inline_limit=0), so the thread has objects to count."""
+def sealed_saver(
+    backend: Backend, arn: str, prefix: str = PREFIX, behind: float = 0.0
+) -> S3Saver:
+    """Bodies in S3 (index_inline_limit=0), so the thread has objects to count;
+    ``behind``: seconds the saver's clock is behind (what it writes looks that old)."""
     return S3Saver(
         bucket=backend.bucket, table=backend.table, prefix=prefix, region_name=REGION,
         endpoint_url=backend.endpoint_url, index_inline_limit=0, encryption=KmsKeyRing(arn),
+        clock=lambda: time.time() - behind,
     )  # fmt: skip
 
 
@@ -192,17 +196,17 @@ def test_gc_idle_ttl_shreds_an_encrypted_thread_and_collects_its_objects(
     server_backend: Backend,
 ) -> None:
     arn = new_key(server_backend)
-    with sealed_saver(server_backend, arn) as saver:
+    # Written an hour ago (the saver's clock), where the test once waited out a 5 s ttl.
+    with sealed_saver(server_backend, arn, behind=3600) as saver:
         forked_thread(saver, "old")
     assert objects(server_backend, "old")
-    time.sleep(5.5)
-    dry = at(server_backend, "gc", "--idle-ttl", "5s", "--grace", "0s", "--dry-run", kms_key=arn)
+    dry = at(server_backend, "gc", "--idle-ttl", "30m", "--grace", "0s", "--dry-run", kms_key=arn)
     assert dry.returncode == 0, dry.stderr
     assert "1 expired (0 kept: waiting on an interrupt, 1 of them would be shredded" in dry.stdout
 
     with sealed_saver(server_backend, arn) as saver:
-        forked_thread(saver, "new")  # idle for less than 5 s when the run reads it
-    done = at(server_backend, "gc", "--idle-ttl", "5s", "--grace", "0s", "--json", kms_key=arn)
+        forked_thread(saver, "new")  # idle for seconds when the run reads it
+    done = at(server_backend, "gc", "--idle-ttl", "30m", "--grace", "0s", "--json", kms_key=arn)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["threads_expired"] == report["threads_shredded"] == ["old"]
