@@ -78,10 +78,12 @@ def sealed_env(backend: Backend, monkeypatch: pytest.MonkeyPatch, kms_key: str) 
     monkeypatch.setenv("GC_GRACE", "0s")
 
 
-def sealed_saver(backend: Backend, kms_key: str) -> S3Saver:
+def sealed_saver(backend: Backend, kms_key: str, behind: float = 0.0) -> S3Saver:
+    """``behind``: seconds the saver's clock is behind (what it writes looks that old)."""
     return S3Saver(
         bucket=backend.bucket, table=backend.table, prefix="app/", region_name=REGION,
         endpoint_url=backend.endpoint_url, index_inline_limit=0, encryption=KmsKeyRing(kms_key),
+        clock=lambda: time.time() - behind,
     )  # fmt: skip
 
 
@@ -92,15 +94,15 @@ def test_with_the_key_the_handler_shreds_expired_threads_and_collects_sealed_one
     collected; a live one is opened (one KMS Decrypt, no GenerateDataKey) and keeps
     every object it references, while garbage in its folder goes."""
     kms_key = kms(server_backend).create_key()["KeyMetadata"]["Arn"]
+    with sealed_saver(server_backend, kms_key, behind=3600) as saver:
+        put_big(saver, "old")  # an hour ago: idle longer than GC_IDLE_TTL
     with sealed_saver(server_backend, kms_key) as saver:
-        put_big(saver, "old")
-        time.sleep(3.2)  # "old" is idle longer than GC_IDLE_TTL
         put_big(saver, "live")
     garbage = "app/live/b/" + "0" * 64
     server_backend.s3().put_object(Bucket=server_backend.bucket, Key=garbage, Body=b"LGS3")
     live = [k for k in server_backend.object_keys() if k.startswith("app/live/") and k != garbage]
     sealed_env(server_backend, monkeypatch, kms_key)
-    monkeypatch.setenv("GC_IDLE_TTL", "3s")
+    monkeypatch.setenv("GC_IDLE_TTL", "30m")
     make_client = boto3.client
     monkeypatch.setattr(boto3, "client", lambda *a, **kw: request_log.attach(make_client(*a, **kw)))
 
