@@ -251,6 +251,7 @@ class Run:
 def run_approval(run: Run) -> None:
     """(a) run until interrupt(), then resume each thread from a brand-new saver."""
     from langgraph.types import Command
+
     from workloads import approval_request
 
     builder = build_approval()

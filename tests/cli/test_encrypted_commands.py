@@ -36,9 +36,7 @@ def new_key(backend: Backend) -> str:
     return arn
 
 
-def sealed_saver(
-    backend: Backend, arn: str, prefix: str = PREFIX, behind: float = 0.0
-) -> S3Saver:
+def sealed_saver(backend: Backend, arn: str, prefix: str = PREFIX, behind: float = 0.0) -> S3Saver:
     """Bodies in S3 (index_inline_limit=0), so the thread has objects to count;
     ``behind``: seconds the saver's clock is behind (what it writes looks that old)."""
     return S3Saver(
