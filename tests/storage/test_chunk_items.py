@@ -115,9 +115,10 @@ def test_each_turn_sends_a_batch_write_where_it_sent_puts_and_nothing_else_chang
     """Turns 21-30 of a chat: the S3 PUTs of its new pieces become BatchWriteItems
     (one per call, the task's write and the checkpoint), every other request stays."""
     counts = {}
+    where = {False: inproc_backend, True: inproc_backend.sibling()}
     for items in (False, True):
         per_turn = chat(
-            counted(inproc_backend, request_log, chunk_items=items), f"c{items}", 30, request_log
+            counted(where[items], request_log, chunk_items=items), f"c{items}", 30, request_log
         )
         counts[items] = sum(per_turn[20:], Counter())
     before, after = counts[False], counts[True]

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
 
-from langgraph_s3 import Encryption, codec
+from langgraph_s3 import codec
 from langgraph_s3.core import schema
 from langgraph_s3.core.entries import Blobs, Inline
 from langgraph_s3.keys import encode_segment
@@ -113,11 +113,13 @@ def test_every_later_write_of_the_chat_is_a_piece_and_the_history_reads_back(
     # The first turns' list is inline in the bodies: only later writes become pieces.
     assert len(entries) == 2 * TURNS and TURNS < len(pieces) < 2 * TURNS
     assert all(isinstance(e, Inline) for e in entries if e not in pieces)
-    # The same chat stored by a saver that keeps every write inline: the same history.
-    chat(backend.saver(chunk_items=False), "inline", TURNS)
-    for reader in (backend.saver(), backend.saver(chunk_items=False)):
-        got = [_writes(t) for t in reader.list(cfg("h"))]
-        assert got == [_writes(t) for t in reader.list(cfg("inline"))]
+    # The same chat stored by a saver that keeps every write inline: the same history,
+    # read by either kind of saver.
+    inline = backend.sibling()
+    chat(inline.saver(chunk_items=False), "inline", TURNS)
+    for options in ({}, {"chunk_items": False}):
+        got = [_writes(t) for t in backend.saver(**options).list(cfg("h"))]
+        assert got == [_writes(t) for t in inline.saver(**options).list(cfg("inline"))]
         assert sum(len(w) for w in got) > 2 * TURNS
 
 
@@ -145,7 +147,8 @@ def test_the_chat_sends_the_same_requests_and_stores_fewer_bytes(
     then stores its own piece too)."""
     after = chat(counted(inproc_backend, request_log), "after", TURNS, request_log)
     monkeypatch.setattr("langgraph_s3.core.writes.appended_piece", lambda *a: (a[-1], {}))
-    before = chat(counted(inproc_backend, request_log), "before", TURNS, request_log)
+    inline = inproc_backend.sibling()
+    before = chat(counted(inline, request_log), "before", TURNS, request_log)
     batch = ("dynamodb", "BatchWriteItem")
     for old, new in zip(before, after, strict=True):
         assert {k: v for k, v in old.items() if k != batch} == {
@@ -164,10 +167,10 @@ def test_the_chat_sends_the_same_requests_and_stores_fewer_bytes(
     # The first turns' list is inline in the bodies, and their writes too (measured:
     # 0.55 of the bytes over 30 turns).
     assert _item_bytes(inproc_backend, "after", writes) < 0.7 * _item_bytes(
-        inproc_backend, "before", writes
+        inline, "before", writes
     )
     assert _item_bytes(inproc_backend, "after", everything) < 0.95 * _item_bytes(
-        inproc_backend, "before", everything
+        inline, "before", everything
     )
 
 
@@ -213,14 +216,14 @@ def test_writes_that_do_not_append_to_a_list_stored_as_blobs_stay_inline(
 
 
 def test_sealed_writes_are_pieces_too_and_read_back(server_backend: Backend) -> None:
-    enc = Encryption(StaticKeyRing({"r": os.urandom(32)}, current="r"))
+    enc = StaticKeyRing({"r": os.urandom(32)}, current="r")  # each saver its Encryption
     chat(server_backend.saver(encryption=enc), "s", TURNS)
-    chat(server_backend.saver(encryption=enc, chunk_items=False), "s-inline", TURNS)
+    inline = server_backend.sibling()
+    chat(inline.saver(encryption=enc, chunk_items=False), "s-inline", TURNS)
     sealed = _item_bytes(server_backend, "s", schema.is_writes_item)
-    assert sealed < 0.7 * _item_bytes(server_backend, "s-inline", schema.is_writes_item)
-    reader = server_backend.saver(encryption=enc)
-    assert [_writes(t) for t in reader.list(cfg("s"))] == [
-        _writes(t) for t in reader.list(cfg("s-inline"))
+    assert sealed < 0.7 * _item_bytes(inline, "s-inline", schema.is_writes_item)
+    assert [_writes(t) for t in server_backend.saver(encryption=enc).list(cfg("s"))] == [
+        _writes(t) for t in inline.saver(encryption=enc).list(cfg("s-inline"))
     ]
 
 
@@ -232,14 +235,15 @@ def test_the_async_saver_stores_the_same_pieces(server_backend: Backend) -> None
                 await graph.ainvoke(user(turn), cfg("a"))
 
     asyncio.run(run())
-    chat(server_backend.saver(), "sync", TURNS)
+    sync = server_backend.sibling()
+    chat(sync.saver(), "sync", TURNS)
     shapes = {
-        t: [type(e) for e in message_entries(writes_rows(server_backend, t))] for t in ("a", "sync")
+        t: [type(e) for e in message_entries(writes_rows(b, t))]
+        for b, t in ((server_backend, "a"), (sync, "sync"))
     }
     assert shapes["a"] == shapes["sync"] and Blobs in shapes["a"]
-    reader = server_backend.saver()
-    assert [_writes(t) for t in reader.list(cfg("a"))] == [
-        _writes(t) for t in reader.list(cfg("sync"))
+    assert [_writes(t) for t in server_backend.saver().list(cfg("a"))] == [
+        _writes(t) for t in sync.saver().list(cfg("sync"))
     ]
 
 
@@ -262,9 +266,10 @@ def test_a_delta_channels_writes_stay_inline_between_its_snapshots(backend: Back
     # list channel makes most writes pieces (the tests above).
     assert len(entries) == 2 * TURNS and len(pieces) <= len(entries) // 5
     # Read back cold: the same messages as the same chat on a plain list channel.
-    chat(backend.saver(), "plain", TURNS)
+    plain = backend.sibling()
+    chat(plain.saver(), "plain", TURNS)
     cold = build_chat(backend.saver(), DeltaChat).get_state(cfg("d"))
     assert (
         cold.values["messages"]
-        == build_chat(backend.saver()).get_state(cfg("plain")).values["messages"]
+        == build_chat(plain.saver()).get_state(cfg("plain")).values["messages"]
     )
