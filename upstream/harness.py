@@ -58,9 +58,9 @@ def sdist_tree(package: str = "langgraph") -> Path:
 
 
 def stale_listings(tree: Path) -> list[str]:
-    """The tests ``upstream_exclusions.py`` lists that ``tree``'s suite no longer
-    defines: a test upstream renamed would otherwise stay listed and silently lose its
-    rerun (or come back unannounced)."""
+    """The tests (and skipped modules) ``upstream_exclusions.py`` lists that ``tree``'s
+    suite no longer defines: a test upstream renamed would otherwise stay listed and
+    silently lose its rerun (or come back unannounced)."""
     from upstream_exclusions import EXCLUDED, RACES, SKIPPED_MODULES
 
     stale = [path for path in SKIPPED_MODULES if not (tree / path).is_file()]

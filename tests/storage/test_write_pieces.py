@@ -216,14 +216,14 @@ def test_writes_that_do_not_append_to_a_list_stored_as_blobs_stay_inline(
 
 
 def test_sealed_writes_are_pieces_too_and_read_back(server_backend: Backend) -> None:
-    enc = StaticKeyRing({"r": os.urandom(32)}, current="r")  # each saver its Encryption
-    chat(server_backend.saver(encryption=enc), "s", TURNS)
+    ring = StaticKeyRing({"r": os.urandom(32)}, current="r")  # each saver its Encryption
+    chat(server_backend.saver(encryption=ring), "s", TURNS)
     inline = server_backend.sibling()
-    chat(inline.saver(encryption=enc, chunk_items=False), "s-inline", TURNS)
+    chat(inline.saver(encryption=ring, chunk_items=False), "s-inline", TURNS)
     sealed = _item_bytes(server_backend, "s", schema.is_writes_item)
     assert sealed < 0.7 * _item_bytes(inline, "s-inline", schema.is_writes_item)
-    assert [_writes(t) for t in server_backend.saver(encryption=enc).list(cfg("s"))] == [
-        _writes(t) for t in inline.saver(encryption=enc).list(cfg("s-inline"))
+    assert [_writes(t) for t in server_backend.saver(encryption=ring).list(cfg("s"))] == [
+        _writes(t) for t in inline.saver(encryption=ring).list(cfg("s-inline"))
     ]
 
 
