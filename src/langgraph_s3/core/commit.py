@@ -191,6 +191,7 @@ def _encode_channels(
                 f"channel {name!r}",
                 core.inline_threshold,
                 core.caches.latest.get((thread_id, ns, name)),
+                core.caches.appends.get((thread_id, ns)) or frozenset(),
             )
             uploads.update(blobs)
             entry = lists.spill(entry, core.list_leads)

@@ -114,25 +114,37 @@ def encode_value(
     what: str,
     inline_limit: int,
     previous: Entry | None = None,
+    appends: frozenset[str] = frozenset(),
 ) -> tuple[Entry, dict[str, bytes]]:
     """A value entry, and the blobs it needs uploaded (key -> framed body).
 
     ``previous`` is the entry this value probably extends; it only saves work,
-    every re-used blob is verified.
+    every re-used blob is verified. ``appends``: the channels a graph input's
+    messages will be appended to as a piece (:func:`input_head`).
     """
     type_, data = serialize(core, value, what)
+    head = input_head(core, type_, data, value, appends) if appends else None
+    if head is not None:
+        return blob_entry(core, thread_id, type_, data, None, head)
     if len(data) <= inline_limit:
         return Inline(type_, data), {}
     return blob_entry(core, thread_id, type_, data, previous)
 
 
 def blob_entry(
-    core: SaverCore, thread_id: str, type_: str, data: bytes, previous: Entry | None
+    core: SaverCore,
+    thread_id: str,
+    type_: str,
+    data: bytes,
+    previous: Entry | None,
+    head_size: int | None = None,
 ) -> tuple[Blobs | Listed, dict[str, bytes]]:
     """The blob entry of serialized bytes, and the blobs not known to exist yet.
 
     A value this saver stored a moment ago (a task's write, now the next
     checkpoint's channel value) re-uses that entry: nothing to cut or upload.
+    ``head_size``: how many leading bytes stay in the entry (default: msgpack's
+    length header, ``chunking.split_head``).
     """
     value = codec.digest_bytes(data)
     stored = core.caches.values.get((thread_id, type_, value))
@@ -140,7 +152,10 @@ def blob_entry(
         return stored, {}
     if isinstance(previous, Listed):
         previous = previous.blobs
-    head, body = chunking.split_head(type_, data)
+    if head_size is None:
+        head, body = chunking.split_head(type_, data)
+    else:
+        head, body = data[:head_size], data[head_size:]
     hint = None
     if isinstance(previous, Blobs) and previous.type == type_:
         hint = chunking.Previous(
@@ -424,6 +439,33 @@ def appended_piece(
     if not entry.data or entry.data[0] not in _ARRAY_HEADS:
         return entry, {}
     return blob_entry(core, thread_id, entry.type, entry.data, None)
+
+
+def input_head(
+    core: SaverCore, type_: str, data: bytes, value: Any, appends: frozenset[str]
+) -> int | None:
+    """Where the messages of a graph input start in its serialized bytes, if they will
+    be appended to a list held as blobs; else None.
+
+    The input checkpoint holds the input (``{"messages": [m]}``) in ``__start__``, and
+    the ``__start__`` task then writes ``[m]`` to ``messages``: the same message bytes
+    twice, the second time as the write's piece (:func:`appended_piece`). Stored as
+    everything before the messages (kept in the entry, like a length header) and the
+    messages as one chunk, the input names the piece the write will name, which is
+    stored once. Only where :func:`appended_piece` will store the write that way (the
+    list is a dict's last value, so its messages end the bytes; the same conditions
+    on the messages and the channel), and only with ``chunk_items``.
+    """
+    if not core.chunk_items or type_ != "msgpack" or not isinstance(value, dict) or not value:
+        return None
+    channel, messages = next(reversed(value.items()))
+    if channel not in appends or not _messages_with_ids(messages):
+        return None
+    _, written = serialize(core, messages, f"input to channel {channel!r}")
+    head, appended = chunking.split_head(type_, written)
+    if not head or not appended or not data.endswith(written):
+        return None
+    return len(data) - len(appended)
 
 
 def _messages_with_ids(value: Any) -> bool:

@@ -1,0 +1,213 @@
+"""A graph input stored as the piece its messages become (``values.input_head``), on
+moto: the input checkpoint's ``__start__`` names the chunk the ``__start__`` task's write
+stores, so a chat's user message is stored once; every saver reads the input back, cold,
+sealed and through time travel; an input whose messages are not appended to a list
+stored as blobs stays inline."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.message import add_messages
+
+from langgraph_s3 import codec
+from langgraph_s3.core import schema
+from langgraph_s3.core.entries import Blobs, Entry, Inline, entry_from_wire
+from langgraph_s3.keys import encode_segment
+from langgraph_s3.sealing import StaticKeyRing
+from tests.conftest import Backend, RequestLog
+from tests.graphs.test_graphs import writes_summary
+from tests.storage.test_chunk_items import build_chat, cfg, chat, counted, user
+from tests.storage.test_write_pieces import checkpoint_entry, writes_of
+
+#: Enough turns for the message list to be stored as blobs (past 16 KiB).
+TURNS = 20
+#: The input's bytes before its messages: a one-key map, ``"messages"``, one message.
+HEAD = b"\x81\xa8messages\x91"
+
+
+class TopicChat(TypedDict, total=False):
+    topic: str
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def start_entry(backend: Backend, thread: str, cid: str) -> Entry:
+    """The ``__start__`` entry of checkpoint ``cid`` (a body kept in its item)."""
+    (item,) = [
+        i
+        for i in backend.items()
+        if i["pk"]["S"] == encode_segment(thread)
+        and schema.is_checkpoint_item(i)
+        and schema.parse_row(i).checkpoint_id == cid
+    ]
+    body = codec.unpack(codec.unframe(item["b"]["B"], key="", kind=b"C"), key="")
+    return entry_from_wire(body["ch"]["__start__"], "__start__", cid)
+
+
+def inputs(saver: Any, thread: str) -> list[Any]:
+    """The thread's input checkpoints, newest first."""
+    return [t for t in saver.list(cfg(thread)) if t.metadata["source"] == "input"]
+
+
+def cid_of(tup: Any) -> str:
+    return str(tup.config["configurable"]["checkpoint_id"])
+
+
+def child_of(saver: Any, thread: str, cid: str) -> str:
+    [child] = [
+        t.config["configurable"]["checkpoint_id"]
+        for t in saver.list(cfg(thread))
+        if t.parent_config and t.parent_config["configurable"]["checkpoint_id"] == cid
+    ]
+    return child
+
+
+def test_the_input_names_the_piece_its_write_stores(backend: Backend) -> None:
+    saver = backend.saver()
+    chat(saver, "i", TURNS)
+    latest, *_, first = inputs(saver, "i")
+    cid = cid_of(latest)
+    entry = start_entry(backend, "i", cid)
+    assert isinstance(entry, Blobs) and entry.head == HEAD and len(entry.digests) == 1
+    # The __start__ task's write names the same chunk, and so does the next
+    # checkpoint, as its newest piece: the user's message is stored once.
+    [write] = writes_of(backend, "i", cid)
+    assert isinstance(write, Blobs) and write.digests == entry.digests
+    assert checkpoint_entry(backend, "i", child_of(saver, "i", cid))[2][-1] == entry.digests[0]
+    chunks = backend.chunk_items(encode_segment("i"))
+    assert sum(k.endswith(entry.digests[0].hex()) for k in chunks) == 1
+    # The first turns' list is inline in the bodies, and so is their input.
+    assert isinstance(start_entry(backend, "i", cid_of(first)), Inline)
+    # A cold reader gets the input back as it was given, and its write.
+    cold = backend.saver().get_tuple(latest.config)
+    assert cold is not None
+    assert cold.checkpoint["channel_values"]["__start__"] == user(TURNS - 1)
+    assert [(c, v) for _, c, v in cold.pending_writes if c == "messages"] == [
+        ("messages", user(TURNS - 1)["messages"])
+    ]
+
+
+def test_each_turn_sends_the_same_requests_and_its_input_stores_fewer_bytes(
+    inproc_backend: Backend, request_log: RequestLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Against the same chat with every input inline: the message's chunk item is
+    stored by the input checkpoint's ``put`` instead of its write's ``put_writes``, so
+    every turn sends the same requests; the inputs' bodies lose the message."""
+    after = chat(counted(inproc_backend, request_log), "after", TURNS, request_log)
+    monkeypatch.setattr("langgraph_s3.core.values.input_head", lambda *a: None)
+    inline = inproc_backend.sibling()
+    before = chat(counted(inline, request_log), "before", TURNS, request_log)
+    assert after == before
+
+    def size(backend: Backend, thread: str, kind: Any) -> int:
+        items = [i for i in backend.items() if i["pk"]["S"] == encode_segment(thread)]
+        return sum(len(codec.pack(i)) for i in items if kind(i))
+
+    def chunks(backend: Backend, thread: str) -> dict[str, bytes]:
+        items = backend.chunk_items(encode_segment(thread))
+        return {k.split("|")[1]: v for k, v in items.items()}
+
+    # The same chunks (named by their content), only stored by another call.
+    assert chunks(inproc_backend, "after") == chunks(inline, "before")
+    saved = size(inline, "before", schema.is_checkpoint_item) - size(
+        inproc_backend, "after", schema.is_checkpoint_item
+    )
+    entries = [
+        start_entry(inproc_backend, "after", cid_of(t))
+        for t in inputs(inproc_backend.saver(), "after")
+    ]
+    carried = [e for e in entries if isinstance(e, Blobs)]
+    assert len(carried) >= TURNS // 4
+    # Each such input held a 300-1500 character message, compressed in its body.
+    assert saved > 150 * len(carried)
+
+
+def test_time_travel_from_an_input_matches_in_memory(backend: Backend) -> None:
+    """Replay from an old input, ``update_state`` on it, and a turn after: the same
+    checkpoints, channel values (``__start__`` included) and writes as InMemorySaver."""
+    results = []
+    for saver in (InMemorySaver(), backend.saver()):
+        graph = build_chat(saver)
+        for turn in range(TURNS):
+            graph.invoke(user(turn), cfg("t"))
+        old = [s for s in graph.get_state_history(cfg("t")) if s.metadata["source"] == "input"]
+        graph.invoke(None, old[2].config)
+        graph.update_state(old[1].config, {"messages": [HumanMessage("edited", id="edit")]})
+        graph.invoke(user(TURNS), cfg("t"))
+        results.append(writes_summary(saver, cfg("t")))
+    memory, ours = results
+    assert ours == memory
+    for snap in old[1:3]:  # (ours) what was replayed and updated is a stored piece
+        assert isinstance(start_entry(backend, "t", cid_of(snap)), Blobs)
+    # ... and a cold saver reads the same.
+    assert writes_summary(backend.saver(), cfg("t")) == memory
+
+
+def test_inputs_whose_messages_are_not_appended_stay_inline(backend: Backend) -> None:
+    saver = backend.saver()
+    graph = build_chat(saver, TopicChat)
+    for turn in range(TURNS):
+        graph.invoke({"topic": "t", **user(turn)}, cfg("n"))
+    message = HumanMessage("no id here " * 60)
+    for given in (
+        {"messages": [message]},  # add_messages gives it an id: not the written bytes
+        {**user(TURNS), "topic": "t"},  # the messages are not the input's last value
+    ):
+        graph.invoke(given, cfg("n"))
+        cid = cid_of(inputs(saver, "n")[0])
+        assert isinstance(start_entry(backend, "n", cid), Inline)
+    # Nor does a saver without chunk items, which writes what 0.4.x writes.
+    build_chat(backend.saver(chunk_items=False), TopicChat).invoke(user(TURNS + 1), cfg("n"))
+    cid = cid_of(inputs(saver, "n")[0])
+    assert isinstance(start_entry(backend, "n", cid), Inline)
+    # Messages last after other keys: those keys are kept with the head.
+    graph.invoke({"topic": "u", **user(TURNS + 2)}, cfg("n"))
+    latest = inputs(saver, "n")[0]
+    entry = start_entry(backend, "n", cid_of(latest))
+    assert isinstance(entry, Blobs) and entry.head == b"\x82\xa5topic\xa1u" + HEAD[1:]
+    cold = backend.saver().get_tuple(latest.config)
+    assert cold is not None
+    assert cold.checkpoint["channel_values"]["__start__"] == {"topic": "u", **user(TURNS + 2)}
+
+
+def test_a_sealed_input_is_a_piece_too_and_reads_back(
+    server_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ring = StaticKeyRing({"r": os.urandom(32)}, current="r")  # each saver its Encryption
+    chat(server_backend.saver(encryption=ring), "s", TURNS)
+    monkeypatch.setattr("langgraph_s3.core.values.input_head", lambda *a: None)
+    inline = server_backend.sibling()
+    chat(inline.saver(encryption=ring), "s-inline", TURNS)
+    monkeypatch.undo()
+    sizes = {
+        thread: sum(
+            len(codec.pack(i))
+            for i in b.items()
+            if i["pk"]["S"] == encode_segment(thread) and schema.is_checkpoint_item(i)
+        )
+        for b, thread in ((server_backend, "s"), (inline, "s-inline"))
+    }
+    assert sizes["s"] < sizes["s-inline"] - 150 * (TURNS // 4)
+    got = writes_summary(server_backend.saver(encryption=ring), cfg("s"))
+    assert got == writes_summary(inline.saver(encryption=ring), cfg("s-inline"))
+
+
+def test_the_async_saver_stores_and_reads_the_same_input(server_backend: Backend) -> None:
+    async def run() -> Any:
+        async with server_backend.async_saver() as saver:
+            graph = build_chat(saver)
+            for turn in range(TURNS):
+                await graph.ainvoke(user(turn), cfg("a"))
+            [latest] = [t async for t in saver.alist(cfg("a"), filter={"source": "input"}, limit=1)]
+        async with server_backend.async_saver() as cold:
+            return latest, await cold.aget_tuple(latest.config)
+
+    latest, cold = asyncio.run(run())
+    entry = start_entry(server_backend, "a", cid_of(latest))
+    assert isinstance(entry, Blobs) and entry.head == HEAD
+    assert cold.checkpoint["channel_values"]["__start__"] == user(TURNS - 1)
