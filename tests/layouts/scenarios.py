@@ -18,11 +18,14 @@ import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 from tests.graphs.test_graphs import (
@@ -318,6 +321,58 @@ def _digest_writes(writes: list[Any]) -> list[Any]:
     return [(task, ch, *_digests({"v": v}).values()) for task, ch, v in writes]
 
 
+# ---------------------------------------------------------------------- chat
+class ChatState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+#: Turns the old release writes: the message list passes the 16 KiB inline threshold
+#: after about nine, so the later turns' writes (0.10.0 on) are pieces.
+CHAT_TURNS = 14
+
+
+def chat_graph(saver: Any) -> Any:
+    """One node answering every user message, over a message list."""
+
+    def answer(state: ChatState) -> dict[str, Any]:
+        turn = sum(1 for m in state["messages"] if m.type == "human")
+        text = words(f"ai-{turn}", 300 + (97 * turn) % 1200)
+        return {"messages": [AIMessage(content=text, id=f"ai-{turn}")]}
+
+    builder = StateGraph(ChatState)
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "answer")
+    return builder.compile(checkpointer=saver)
+
+
+def chat_input(turn: int) -> dict[str, Any]:
+    text = words(f"user-{turn}", 300 + (53 * turn) % 1200)
+    return {"messages": [HumanMessage(content=text, id=f"user-{turn}")]}
+
+
+def chat_before(make: Make) -> None:
+    graph = chat_graph(make())
+    for turn in range(CHAT_TURNS):
+        graph.invoke(chat_input(turn), cfg("chat"))
+
+
+def chat_after(make: Make) -> dict[str, Any]:
+    """Four more turns (today's code stores their inputs as pieces), a replay from an
+    input the old release wrote, an ``update_state`` on one today's code wrote, and a
+    turn after them: the history and every checkpoint's values and writes, cold."""
+    graph = chat_graph(make())
+    for turn in range(CHAT_TURNS, CHAT_TURNS + 4):
+        graph.invoke(chat_input(turn), cfg("chat"))
+    inputs = [s for s in graph.get_state_history(cfg("chat")) if s.metadata["source"] == "input"]
+    graph.invoke(None, inputs[6].config)
+    graph.update_state(inputs[1].config, {"messages": [HumanMessage("edited", id="edited")]})
+    graph.invoke(chat_input(99), cfg("chat"))
+    return {
+        "history": history_summary(chat_graph(make()).get_state_history(cfg("chat"))),
+        "writes": writes_summary(make(), cfg("chat")),
+    }
+
+
 SCENARIOS = [
     Scenario("approval", approval_before, approval_after),
     Scenario("nested", nested_before, nested_after),
@@ -325,6 +380,7 @@ SCENARIOS = [
     Scenario("fanout", fanout_before, fanout_after),
     Scenario("direct", direct_before, direct_after),
     Scenario("lists", lists_before, lists_after, since=3),
+    Scenario("chat", chat_before, chat_after, since=9),
 ]
 
 

@@ -13,8 +13,10 @@ items of the thread's partition); ``v60`` and ``v60s``: 0.6.0, commit 48e6ed9, w
 with ``encryption=`` (layout 6: trimmed checkpoint items, grouped records); ``v70`` and
 ``v70s``: 0.7.0, commit a8f00c8, without and with ``encryption=`` (layout 7: compact
 checkpoint records); ``v80`` and ``v80s``: 0.8.0, commit a26dab4, without and with
-``encryption=`` (layout 8: chunk lists with a lead); a sealed one is read with the key
-ring it keeps); see
+``encryption=`` (layout 8: chunk lists with a lead); ``v100`` and ``v100s``: 0.10.0,
+commit 837b0ba, without and with ``encryption=`` (layout 9, and a chat whose later
+writes are pieces: the ``chat`` scenario); a sealed one is read with the key ring it
+keeps); see
 ``tests/layouts/write.py`` for how they were made. A fixture holds the threads of the
 scenarios that existed when it was written (its recorded ``threads``: those whose
 ``since`` is at most its layout), and every scenario's ``after`` part runs on every
@@ -63,9 +65,11 @@ WRITTEN_BY = {
     "v70s": ("0.7.0", "a8f00c8", 7),
     "v80": ("0.8.0", "a26dab4", 8),
     "v80s": ("0.8.0", "a26dab4", 8),
+    "v100": ("0.10.0", "837b0ba", 9),
+    "v100s": ("0.10.0", "837b0ba", 9),
 }
 #: the fixtures written with ``encryption=``
-SEALED = {"v4", "v41s", "v50s", "v60s", "v70s", "v80s"}
+SEALED = {"v4", "v41s", "v50s", "v60s", "v70s", "v80s", "v100s"}
 PREFIX = "fx/"
 
 
@@ -130,8 +134,10 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     release = tuple(int(part) for part in meta["version"].split("."))
     assert {schema.INCARNATION in i for i in checkpoints} == {release >= (0, 4, 1)}
     assert ("ring" in meta) == (layout in SEALED)
-    # every release before 0.9.0 names every checkpoint item's ids (layout 9: the keys)
-    assert all({schema.THREAD, schema.NS, schema.CID} <= set(i) for i in checkpoints)
+    # every release before 0.9.0 names every checkpoint item's ids; layout 9 leaves
+    # those its keys spell out (all of these: short ids)
+    named = {bool({schema.THREAD, schema.NS, schema.CID} & set(i)) for i in checkpoints}
+    assert named == {number(layout) < 9}
     # 0.6.0 trims the items that keep their body: h binds the body to its place
     kept = [i for i in checkpoints if schema.BODY in i]
     assert kept and {schema.binds_place(i[schema.DIGEST]["S"]) for i in kept} == {
@@ -161,6 +167,9 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     assert kinds["checkpoint"] == ({"lgs3/cp"} if number(layout) >= 7 else {"msgpack"})
     # 0.8.0 names a new value of a few chunks by a list after them, with its lead
     assert bool(kinds["lead"]) == (number(layout) >= 8)
+    # 0.10.0 stores a message appended to a list held as blobs as one chunk item the
+    # write names (the chat's later turns): a piece
+    assert (len(kinds["piece"]) >= 5) == (release >= (0, 10, 0))
 
 
 def assert_sealed(data: dict[str, Any]) -> None:
@@ -191,12 +200,13 @@ def number(layout: str) -> int:
 
 def entry_kinds(layout: str) -> dict[str, set[str]]:
     """The kinds of value entry (``i``, ``r``, ``p``, ``l``) the fixture stores in
-    checkpoint bodies (S3 objects and index items) and in pending-write records; and
-    (``lead``) whether a body names a chunk list with its lead."""
+    checkpoint bodies (S3 objects and index items) and in pending-write records;
+    (``lead``) whether a body names a chunk list with its lead; and (``piece``) the
+    writes to ``messages`` stored as a piece."""
     data = fixture(layout)
     bodies = [base64.b64decode(b) for k, b in data["objects"].items() if "/c/" in k]
     bodies += [base64.b64decode(i[schema.BODY]["B"]) for i in data["items"] if schema.BODY in i]
-    names = ("body", "write", "group", "checkpoint", "lead")
+    names = ("body", "write", "group", "checkpoint", "lead", "piece")
     kinds: dict[str, set[str]] = {k: set() for k in names}
     for body in bodies:
         raw = codec.unpack(codec.unframe(body, key="b", kind=codec.KIND_CHECKPOINT), key="b")
@@ -215,8 +225,11 @@ def entry_kinds(layout: str) -> dict[str, set[str]]:
                 _, members = codec.unpack_group(record, key=name)
                 kinds["group"] |= {entry[0] for _, entry in members}
                 continue
-            _, entry = codec.unpack_record(record, key=name)
+            channel, entry = codec.unpack_record(record, key=name)
             kinds["write"].add(entry[0])
+            # a piece: the messages a write appends, one chunk after the list's header
+            if channel == "messages" and entry[0] == "x" and entry[4] == b"\x91":
+                kinds["piece"].add(f"{item['sk']['S']}|{name}")
     return kinds
 
 
