@@ -191,7 +191,11 @@ def _encode_channels(
                 f"channel {name!r}",
                 core.inline_threshold,
                 core.caches.latest.get((thread_id, ns, name)),
-                core.caches.appends.get((thread_id, ns)) or frozenset(),
+                # Only the input's channel: another dict of messages is not written
+                # to its list by a task, so its chunk would be named by it alone.
+                (core.caches.appends.get((thread_id, ns)) or frozenset())
+                if name == values.INPUT_CHANNEL
+                else frozenset(),
             )
             uploads.update(blobs)
             entry = lists.spill(entry, core.list_leads)

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 #: Inline values smaller than this stay in the body even when it is too large for the
 #: index: moving them would save less than the PUT they cost.
 MIN_MOVED = 512
+#: The channel that holds a graph's input (LangGraph's ``START``; this package does
+#: not depend on ``langgraph`` itself): see :func:`input_head`.
+INPUT_CHANNEL = "__start__"
 
 
 def serialize(core: SaverCore, value: Any, what: str) -> tuple[str, bytes]:
@@ -454,16 +457,19 @@ def input_head(
     messages as one chunk, the input names the piece the write will name, which is
     stored once. Only where :func:`appended_piece` will store the write that way (the
     list is a dict's last value, so its messages end the bytes; the same conditions
-    on the messages and the channel), and only with ``chunk_items``.
+    on the messages and the channel), and only with ``chunk_items``. The caller asks
+    only for ``__start__``. A graph whose ``__start__`` task does not write that key
+    (an input schema without it) leaves the chunk named by the input alone: one
+    request and item, as an inline input would have cost its bytes.
     """
     if not core.chunk_items or type_ != "msgpack" or not isinstance(value, dict) or not value:
         return None
     channel, messages = next(reversed(value.items()))
     if channel not in appends or not _messages_with_ids(messages):
         return None
-    _, written = serialize(core, messages, f"input to channel {channel!r}")
+    written_type, written = serialize(core, messages, f"input to channel {channel!r}")
     head, appended = chunking.split_head(type_, written)
-    if not head or not appended or not data.endswith(written):
+    if written_type != type_ or not head or not appended or not data.endswith(written):
         return None
     return len(data) - len(appended)
 
