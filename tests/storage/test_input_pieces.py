@@ -41,15 +41,7 @@ class TopicChat(TypedDict, total=False):
 
 def start_entry(backend: Backend, thread: str, cid: str, channel: str = "__start__") -> Entry:
     """The entry of ``channel`` in checkpoint ``cid`` (a body kept in its item)."""
-    (item,) = [
-        i
-        for i in backend.items()
-        if i["pk"]["S"] == encode_segment(thread)
-        and schema.is_checkpoint_item(i)
-        and schema.parse_row(i).checkpoint_id == cid
-    ]
-    body = codec.unpack(codec.unframe(item["b"]["B"], key="", kind=b"C"), key="")
-    return entry_from_wire(body["ch"][channel], channel, cid)
+    return entry_from_wire(checkpoint_entry(backend, thread, cid, channel), channel, cid)
 
 
 def s3_bytes(backend: Backend, thread: str) -> int:

@@ -45,8 +45,10 @@ def message_entries(rows: list[schema.WritesRow]) -> list[Any]:
     return [r.entry for row in rows for _, r in row.records if r.channel == "messages"]
 
 
-def checkpoint_entry(backend: Backend, thread: str, cid: str) -> list[Any]:
-    """The wire entry of ``messages`` in checkpoint ``cid`` (a body kept in its item)."""
+def checkpoint_entry(
+    backend: Backend, thread: str, cid: str, channel: str = "messages"
+) -> list[Any]:
+    """The wire entry of ``channel`` in checkpoint ``cid`` (a body kept in its item)."""
     (item,) = [
         i
         for i in backend.items()
@@ -55,7 +57,7 @@ def checkpoint_entry(backend: Backend, thread: str, cid: str) -> list[Any]:
         and schema.parse_row(i).checkpoint_id == cid
     ]
     body = codec.unpack(codec.unframe(item["b"]["B"], key="", kind=b"C"), key="")
-    return body["ch"]["messages"]
+    return body["ch"][channel]
 
 
 def writes_sk(backend: Backend, thread: str, cid: str) -> str:
