@@ -175,6 +175,9 @@ def _encode_channels(
     entries: dict[str, Entry] = {}
     uploads: dict[str, bytes] = {}
     fresh: dict[str, Entry] = {}
+    # Only the input's channel asks: another dict of messages is not written to its
+    # list by a task, so its chunk would be named by it alone.
+    appends = core.caches.appends.get((thread_id, ns)) or frozenset()
     for name, value in channel_values.items():
         if name not in versions:
             continue  # like InMemorySaver: only versioned channels are stored
@@ -191,11 +194,7 @@ def _encode_channels(
                 f"channel {name!r}",
                 core.inline_threshold,
                 core.caches.latest.get((thread_id, ns, name)),
-                # Only the input's channel: another dict of messages is not written
-                # to its list by a task, so its chunk would be named by it alone.
-                (core.caches.appends.get((thread_id, ns)) or frozenset())
-                if name == values.INPUT_CHANNEL
-                else frozenset(),
+                appends if name == values.INPUT_CHANNEL else frozenset(),
             )
             uploads.update(blobs)
             entry = lists.spill(entry, core.list_leads)
