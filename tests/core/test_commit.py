@@ -138,11 +138,13 @@ def test_a_body_too_large_for_the_index_moves_its_largest_values_to_blobs() -> N
 def test_the_item_indexes_run_id_metadata_and_unstored_channels(
     settings: dict[str, Any], indexed: bool
 ) -> None:
-    cp = checkpoint("c02", {"x": 1}, versions={"x": "1", "delta": "3"})
+    cp = checkpoint("c02", {"x": 1}, versions={"x": "1", "delta": "3", "__start__": "2"})
     md = {"run_id": "r1", "step": 2, "source": "loop", "blob": {"no": "index"}, "flag": None}
+    md["counters_since_delta_snapshot"] = {"delta": (0, 1)}
     item = store(config(cid="c01"), cp, md, core=make_core(**settings)).item
     assert item[schema.PARENT] == schema.s("c01")
     assert item[schema.RUN] == schema.s("r1")
+    # ``__start__`` has a version and no value too, but is no delta channel.
     assert item[schema.UNSTORED] == {"SS": ["delta"]}
     expected = {
         "M": {
@@ -154,6 +156,15 @@ def test_the_item_indexes_run_id_metadata_and_unstored_channels(
     }
     assert item.get(schema.METADATA) == (expected if indexed else None)
     assert (schema.BODY in item) is not bool(settings.get("index_inline_limit", 1) == 0)
+
+
+def test_only_delta_channels_are_named_unstored() -> None:
+    versions = {"x": "1", "__start__": "2", "branch:to:a": "2"}
+    cp = checkpoint("c02", {"x": 1}, versions=versions)
+    assert schema.UNSTORED not in store(config(cid="c01"), cp, {"step": 1}).item
+    older = {"step": 1, "delta_writes_versioned": True}
+    item = store(config(cid="c01"), cp, older).item
+    assert item[schema.UNSTORED] == {"SS": ["__start__", "branch:to:a"]}
 
 
 def test_unversioned_channel_values_are_not_stored() -> None:

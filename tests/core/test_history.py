@@ -169,10 +169,10 @@ def test_a_cold_encrypted_list_reads_the_key_items_beside_its_first_page() -> No
 
 # --------------------------------------------------------------------------- chain walk
 def test_delta_channels_are_named_by_the_metadata() -> None:
-    assert history.delta_channels({"delta_writes_versioned": True}, {"a", "b"}) == {"a", "b"}
+    assert schema.delta_channels({"delta_writes_versioned": True}, {"a", "b"}) == {"a", "b"}
     counters = {"counters_since_delta_snapshot": {"a": (1, 1), "z": (2, 2)}}
-    assert history.delta_channels(counters, {"a", "b"}) == {"a"}
-    assert history.delta_channels({"step": 3}, {"a", "b"}) == set()
+    assert schema.delta_channels(counters, {"a", "b"}) == {"a"}
+    assert schema.delta_channels({"step": 3}, {"a", "b"}) == set()
 
 
 def delta_thread(core: Any = None) -> dict[str, Stored]:

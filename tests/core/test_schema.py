@@ -36,6 +36,7 @@ def test_a_checkpoint_item_parses_into_its_row() -> None:
     stored = store(
         config(cid="c1"),
         checkpoint("c2", {"big": big}, versions={"big": "1", "delta": "2"}),
+        {"counters_since_delta_snapshot": {"delta": (1, 1)}},
         core=writer,
     )
     row = schema.parse_row(stored.item)

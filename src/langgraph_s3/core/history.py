@@ -262,26 +262,11 @@ def kept_chain(core: SaverCore, rows: Mapping[str, Row]) -> Flow[set[str]]:
     if remaining:
         env = yield from read_envelope(core, newest)
         md = values.deserialize(core, *env.metadata, "metadata", env.key)
-        remaining = delta_channels(md, remaining)
+        remaining = schema.delta_channels(md, remaining)
     yield from walk_chain(
         core, rows, newest.parent_id, remaining, lambda r: keep.add(r.checkpoint_id)
     )
     return keep
-
-
-def delta_channels(metadata: Mapping[str, Any], unstored: set[str]) -> set[str]:
-    """Of the versioned channels a checkpoint stores no value for, the delta channels.
-
-    LangGraph rebuilds only a ``DeltaChannel`` from ancestors; any other channel with
-    no stored value is empty (``__start__``, ``branch:to:...`` once consumed). A delta
-    channel not snapshotted at a checkpoint always has counters in its metadata
-    (the superstep count grows every step); threads of older writers only carry
-    the ``delta_writes_versioned`` marker, and then every such channel counts.
-    """
-    if metadata.get("delta_writes_versioned"):
-        return set(unstored)
-    counters = metadata.get("counters_since_delta_snapshot")
-    return unstored & set(counters) if isinstance(counters, Mapping) else set()
 
 
 # ------------------------------------------------------------- delta history

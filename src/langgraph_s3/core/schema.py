@@ -230,6 +230,21 @@ def is_tenant_ref(item: Mapping[str, Any]) -> bool:
     return str(item[SK]["S"]) == TENANT_REF_SK
 
 
+def delta_channels(metadata: Mapping[str, Any], unstored: set[str]) -> set[str]:
+    """Of the versioned channels a checkpoint stores no value for, the delta channels.
+
+    LangGraph rebuilds only a ``DeltaChannel`` from ancestors; any other channel with
+    no stored value is empty (``__start__``, ``branch:to:...`` once consumed). A delta
+    channel not snapshotted at a checkpoint always has counters in its metadata
+    (the superstep count grows every step); threads of older writers only carry
+    the ``delta_writes_versioned`` marker, and then every such channel counts.
+    """
+    if metadata.get("delta_writes_versioned"):
+        return set(unstored)
+    counters = metadata.get("counters_since_delta_snapshot")
+    return unstored & set(counters) if isinstance(counters, Mapping) else set()
+
+
 def is_writes_item(item: Mapping[str, Any]) -> bool:
     return TASK_ID in item
 
