@@ -226,6 +226,16 @@ class Layout:
         return f"c#{encode_segment(ns)}#{checkpoint_id}#w#{encode_segment(task_id)}"
 
     @staticmethod
+    def ids_of_writes_sk(sk: str) -> tuple[str | None, str | None]:
+        """The checkpoint and task ids a writes item's sort key spells; None for a task
+        id the key holds hashed (or a key not of that shape)."""
+        parts = sk.split("#")
+        if len(parts) != 5 or parts[0] != "c" or parts[3] != "w":
+            return None, None
+        cid = parts[2] if _CHECKPOINT_ID.fullmatch(parts[2]) else None
+        return cid, _decoded(parts[4])
+
+    @staticmethod
     def writes_upper_sk(ns: str, checkpoint_id: str) -> str:
         """Sorts after every writes item of the checkpoint and before any other checkpoint."""
         return Layout.writes_upper_of(Layout.checkpoint_sk(ns, checkpoint_id))

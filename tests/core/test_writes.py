@@ -12,7 +12,12 @@ from langchain_core.messages import AIMessage, RemoveMessage
 from langgraph_s3 import codec
 from langgraph_s3.core import groups, packs, schema, writes
 from langgraph_s3.core.index import TXN_CANCELLED
-from langgraph_s3.errors import InvalidConfigError, S3SaverError, ThreadOwnedElsewhereError
+from langgraph_s3.errors import (
+    CorruptObjectError,
+    InvalidConfigError,
+    S3SaverError,
+    ThreadOwnedElsewhereError,
+)
 from langgraph_s3.operations import IndexRequest, S3Put
 from langgraph_s3.regions import CrossRegion
 from tests.core.canned import checkpoint, config, make_core, store, store_writes
@@ -52,17 +57,40 @@ def test_a_tasks_writes_are_one_update_of_its_item() -> None:
         schema.SK: schema.s("c#~#c01#w#task-1"),
     }
     values = update.params["ExpressionAttributeValues"]
-    assert (values[":tid"], values[":tp"], values[":cid"]) == (
-        schema.s("task-1"),
-        schema.s("~0"),
-        schema.s("c01"),
-    )
+    # Layout 10: the sort key spells both ids; an empty tid still marks the item.
+    assert (values[":tid"], values[":tp"]) == (schema.s(""), schema.s("~0"))
+    assert ":cid" not in values and "cid" not in update.params["ExpressionAttributeNames"].values()
     assert records(update.params) == {
         "w0": ["a", ["i", "msgpack", b"\x01"]],
         "w1": ["b", ["i", "msgpack", b"\xa3two"]],
     }
     # A retried task resends the same values: a regular write is never overwritten.
     assert "w0 = if_not_exists(w0, :w0)" in update.params["UpdateExpression"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "task_id", "held"),
+    [
+        ({}, "task-1", ("", None)),  # layout 10: the key spells both
+        ({}, "t" * 200, ("t" * 200, None)),  # a task id the key holds hashed stays
+        ({}, "", ("", None)),
+        ({"trim_items": False}, "task-1", ("task-1", "c01")),  # what 0.11.x and older read
+    ],
+)
+def test_a_writes_item_holds_the_ids_its_key_does_not_spell(
+    settings: dict[str, Any], task_id: str, held: tuple[str, str | None]
+) -> None:
+    item = store_writes(AT_C1, [("a", 1)], task_id, core=make_core(**settings)).item
+    assert (item[schema.TASK_ID]["S"], item.get(schema.CID, {}).get("S")) == held
+    row = schema.parse_writes(item)
+    assert (row.task_id, row.checkpoint_id, row.records[0][1].channel) == (task_id, "c01", "a")
+
+
+def test_a_writes_item_whose_key_cannot_give_an_id_it_lacks_is_refused() -> None:
+    item = store_writes(AT_C1, [("a", 1)], "t" * 200).item
+    item[schema.TASK_ID] = schema.s("")
+    with pytest.raises(CorruptObjectError, match="names no task or checkpoint id"):
+        schema.parse_writes(item)
 
 
 def test_special_writes_have_fixed_slots_and_are_replaced() -> None:

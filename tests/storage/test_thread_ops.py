@@ -280,9 +280,9 @@ def writes_owners(backend: Backend, thread_id: str) -> set[tuple[str, str]]:
     """(namespace, checkpoint id) of every pending-writes item of a thread."""
     pk = encode_segment(thread_id)
     return {
-        (i["sk"]["S"].split("#")[1], i["cid"]["S"])
+        (i["sk"]["S"].split("#")[1], schema.writes_ids(i)[1])
         for i in backend.items()
-        if i["pk"]["S"] == pk and "tid" in i
+        if i["pk"]["S"] == pk and schema.is_writes_item(i)
     }
 
 

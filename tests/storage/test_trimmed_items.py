@@ -13,6 +13,7 @@ from langgraph.types import Command
 
 from langgraph_s3 import CorruptObjectError, codec
 from langgraph_s3.core import schema
+from langgraph_s3.keys import Layout
 from tests.conftest import Backend
 from tests.graphs.test_graphs import Calls, build_approval, cfg, history_summary, writes_summary
 
@@ -117,6 +118,18 @@ def test_a_copy_keeps_its_sources_shape_unless_the_copier_does_not_trim(
         "bare": {True},
         "bare-copy": {True},
         "bare-untrimmed": {False},
+    }
+    cids: dict[str, set[bool]] = {}  # writes items: layout 10 leaves out cid
+    for item in inproc_backend.items():
+        if schema.is_writes_item(item):
+            thread = Layout.ids_of_keys(item[schema.PK]["S"], "")[0]
+            cids.setdefault(str(thread), set()).add(schema.CID in item)
+    assert cids == {
+        "whole": {True},
+        "whole-copy": {True},
+        "bare": {False},
+        "bare-copy": {False},
+        "bare-untrimmed": {True},
     }
     want = history_summary(build_approval(saver, Calls()).get_state_history(cfg("bare")))
     for thread in ("whole", "whole-copy", "bare-copy", "bare-untrimmed"):

@@ -188,6 +188,8 @@ def _copied_writes(
     record another one overrides (``groups.merge``) is not copied."""
     out = {k: v for k, v in item.items() if schema.record_index(k) is None}
     out[PK] = s(core.layout.pk(renamer.dst))
+    if not core.ids_in_keys:  # what releases before 0.12.0 read
+        out = schema.full_writes_ids(out)
     slot = (renamer.dst, row.ns, w.checkpoint_id, w.task_id)
     records = {i: Record(rec.channel, renamer.entry(rec.entry)) for i, rec in w.records}
     level = core.compression_level

@@ -263,6 +263,43 @@ def id_attrs(thread_id: str, ns: str, cid: str, *, all_ids: bool) -> dict[str, A
     return out
 
 
+def writes_id_attrs(task_id: str, cid: str, *, all_ids: bool) -> tuple[str, str | None]:
+    """What a writes item holds in ``tid`` and ``cid``: both ids with ``all_ids`` (what
+    releases before 0.12.0 read), else (layout 10) no ``cid`` (its sort key always
+    spells it) and an empty ``tid`` where the key spells the task id. ``tid`` stays
+    on every writes item: it marks one (``is_writes_item``, ``ListFilter``)."""
+    if all_ids:
+        return task_id, cid
+    return ("" if spelled(task_id) else task_id), None
+
+
+def full_writes_ids(item: Mapping[str, Any]) -> dict[str, Any]:
+    """``item``, a writes item, with both ids in ``tid`` and ``cid`` (layout 9's shape,
+    for a saver writing what releases before 0.12.0 read)."""
+    task_id, cid = writes_ids(item)
+    return {**item, TASK_ID: s(task_id), CID: s(cid)}
+
+
+def writes_ids(item: Mapping[str, Any]) -> tuple[str, str]:
+    """The task and checkpoint ids of a writes item: its ``tid`` and ``cid``, or
+    (layout 10) those its sort key spells."""
+    sk = str(item[SK]["S"])
+    cid, task_id = Layout.ids_of_writes_sk(sk)
+    if item[TASK_ID]["S"]:
+        task_id = item[TASK_ID]["S"]
+    if CID in item:
+        cid = item[CID]["S"]
+    if task_id is None or cid is None:
+        key = f"{item[PK]['S']}|{sk}"
+        raise CorruptObjectError(
+            f"pending-writes item {key!r} names no task or checkpoint id its sort key "
+            "does not spell; restore the item from a backup or delete the thread's "
+            "pending writes of that checkpoint",
+            key=key,
+        )
+    return task_id, cid
+
+
 def checkpoint_ids(item: Mapping[str, Any]) -> tuple[str, str, str]:
     """The thread, namespace and checkpoint ids of a checkpoint item: its ``th``,
     ``ns`` and ``cid``, or (layout 9) those its keys spell."""
@@ -358,10 +395,11 @@ def parse_writes(item: dict[str, Any], *, encrypted: bool = False) -> WritesRow:
             else:
                 plain.append(key)
     records, grouped = groups.merge(stored)
+    task_id, cid = writes_ids(item)
     return WritesRow(
-        task_id=item[TASK_ID]["S"],
+        task_id=task_id,
         task_path=item.get(TASK_PATH, {}).get("S", ""),
-        checkpoint_id=item[CID]["S"],
+        checkpoint_id=cid,
         records=records,
         sk=item[SK]["S"],
         sealed=sealed,

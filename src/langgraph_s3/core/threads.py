@@ -166,6 +166,8 @@ def _copy_plain(core: SaverCore, src: str, dst: str, items: Sequence[Item]) -> F
     rows = [schema.parse_row(i) for i in items if schema.is_checkpoint_item(i)]
     new_items = yield from _rewrite_checkpoints(core, rows, dst)
     writes_items = [{**i, PK: dst_pk} for i in items if schema.is_writes_item(i)]
+    if not core.ids_in_keys:  # what releases before 0.12.0 read
+        writes_items = [schema.full_writes_ids(i) for i in writes_items]
     # Chunk items as they are too (named like blobs, the same in every thread), with
     # the writes items, which are not visible before the checkpoint items: nothing
     # names a chunk item of the target before it exists.

@@ -27,9 +27,10 @@ class WritesUpdate(IndexRequest[bool]):
     table: str
     pk: str
     sk: str
+    #: What ``tid`` and ``cid`` hold (``schema.writes_id_attrs``; no ``cid``: None).
     task_id: str
     task_path: str
-    cid: str
+    cid: str | None
     at: int
     records: tuple[tuple[int, bytes], ...] = field(repr=False)
     guards: tuple[tuple[int, int], ...] = ()
@@ -37,22 +38,22 @@ class WritesUpdate(IndexRequest[bool]):
 
     def update(self) -> dict[str, Any]:
         """The UpdateItem request (also the ``writes`` part of a transaction)."""
-        values: dict[str, Any] = {
-            ":tid": s(self.task_id),
-            ":tp": s(self.task_path),
-            ":cid": s(self.cid),
-            ":at": n(self.at),
-        }
+        values: dict[str, Any] = {":tid": s(self.task_id), ":tp": s(self.task_path)}
+        names = {"#tid": TASK_ID, "#tp": TASK_PATH, "#at": AT}
+        sets = ["#tid = :tid", "#tp = if_not_exists(#tp, :tp)"]
+        if self.cid is not None:
+            values[":cid"], names["#cid"] = s(self.cid), CID
+            sets.append("#cid = :cid")
+        values[":at"] = n(self.at)
+        sets.append("#at = :at")
         for i, data in self.records:
             values[f":{record_attr(i)}"] = b(data)
         return {
             "TableName": self.table,
             "Key": key(self.pk, self.sk),
-            "UpdateExpression": (
-                "SET #tid = :tid, #tp = if_not_exists(#tp, :tp), #cid = :cid, #at = :at, "
-                + ", ".join(_record_clause(i) for i, _ in self.records)
-            ),
-            "ExpressionAttributeNames": {"#tid": TASK_ID, "#tp": TASK_PATH, "#cid": CID, "#at": AT},
+            "UpdateExpression": "SET "
+            + ", ".join([*sets, *(_record_clause(i) for i, _ in self.records)]),
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
 
