@@ -15,16 +15,18 @@ with ``encryption=`` (layout 6: trimmed checkpoint items, grouped records); ``v7
 checkpoint records); ``v80`` and ``v80s``: 0.8.0, commit a26dab4, without and with
 ``encryption=`` (layout 8: chunk lists with a lead); ``v100`` and ``v100s``: 0.10.0,
 commit 837b0ba, without and with ``encryption=`` (layout 9, and a chat whose later
-writes are pieces: the ``chat`` scenario); a sealed one is read with the key ring it
-keeps); see
+writes are pieces: the ``chat`` scenario); ``v110`` and ``v110s``: 0.11.0, commit 08bf244,
+without and with ``encryption=`` (layout 9 with the chat's inputs stored as pieces, and
+every writes item naming its task and checkpoint ids); a sealed one is read with the
+key ring it keeps); see
 ``tests/layouts/write.py`` for how they were made. A fixture holds the threads of the
 scenarios that existed when it was written (its recorded ``threads``: those whose
 ``since`` is at most its layout), and every scenario's ``after`` part runs on every
 fixture holding its thread and must give there what it gives on ``InMemorySaver``.
-Today's code continues the threads with its defaults (layout 9: chunk items, grouped
+Today's code continues the threads with its defaults (layout 10: chunk items, grouped
 records, trimmed checkpoint items holding compact checkpoint records, chunk lists with
-leads, and checkpoint items whose keys stand for their ids), so each continued thread
-mixes layouts.
+leads, and checkpoint and writes items whose keys stand for their ids), so each
+continued thread mixes layouts.
 """
 
 from __future__ import annotations
@@ -67,9 +69,11 @@ WRITTEN_BY = {
     "v80s": ("0.8.0", "a26dab4", 8),
     "v100": ("0.10.0", "837b0ba", 9),
     "v100s": ("0.10.0", "837b0ba", 9),
+    "v110": ("0.11.0", "08bf244", 9),
+    "v110s": ("0.11.0", "08bf244", 9),
 }
 #: the fixtures written with ``encryption=``
-SEALED = {"v4", "v41s", "v50s", "v60s", "v70s", "v80s", "v100s"}
+SEALED = {"v4", "v41s", "v50s", "v60s", "v70s", "v80s", "v100s", "v110s"}
 PREFIX = "fx/"
 
 
@@ -138,6 +142,10 @@ def test_the_fixture_was_written_by_its_release(layout: str) -> None:
     # those its keys spell out (all of these: short ids)
     named = {bool({schema.THREAD, schema.NS, schema.CID} & set(i)) for i in checkpoints}
     assert named == {number(layout) < 9}
+    # every release before 0.12.0 names a writes item's task and checkpoint ids (layout
+    # 10 leaves out those its sort key spells)
+    writes = [i for i in fixture(layout)["items"] if schema.is_writes_item(i)]
+    assert writes and {bool(i[schema.TASK_ID]["S"]) and schema.CID in i for i in writes} == {True}
     # 0.6.0 trims the items that keep their body: h binds the body to its place
     kept = [i for i in checkpoints if schema.BODY in i]
     assert kept and {schema.binds_place(i[schema.DIGEST]["S"]) for i in kept} == {
