@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
@@ -64,6 +65,23 @@ def test_a_trimmed_thread_continued_by_an_untrimmed_saver_reads_as_in_memory(
         graph = build_approval(saver, Calls())
         assert history_summary(graph.get_state_history(cfg("t"))) == want_history
         assert writes_summary(saver, cfg("t")) == want_writes
+
+
+def test_a_tasks_writes_item_written_by_both_shapes_reads_whole(inproc_backend: Backend) -> None:
+    # A rolling upgrade: one call of a task by a saver writing both ids, the next by
+    # one leaving them to the key (or the other way round); every write is read back.
+    for first, then, thread in ((False, True, "up"), (True, False, "down")):
+        a, b = inproc_backend.saver(trim_items=first), inproc_backend.saver(trim_items=then)
+        config = a.put(cfg(thread), empty_checkpoint(), {"step": -1}, {})
+        a.put_writes(config, [("x", 1)], "task-1", "~p")
+        b.put_writes(config, [("x", 1), ("y", 2)], "task-1", "~p")  # a retry, one more
+        items = [i for i in inproc_backend.items() if schema.is_writes_item(i)]
+        item = next(i for i in items if i[schema.PK]["S"] == thread)
+        assert (schema.CID in item) is not (first and then)
+        for reader in (a, b):
+            got = reader.get_tuple(config)
+            assert got is not None
+            assert got.pending_writes == [("task-1", "x", 1), ("task-1", "y", 2)]
 
 
 def test_the_async_saver_writes_and_reads_trimmed_items(server_backend: Backend) -> None:
