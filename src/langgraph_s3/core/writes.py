@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_s3 import codec
-from langgraph_s3.core import groups, lists, schema
+from langgraph_s3.core import groups, lists
 from langgraph_s3.core.commit import check_owner, ownership_parts
 from langgraph_s3.core.config import WRITE_INLINE_THRESHOLD, checkpoint_id_of, thread_ns
 from langgraph_s3.core.datakeys import thread_key
@@ -75,8 +75,10 @@ def put_writes(
 
     pk = core.layout.pk(thread_id)
     sk = core.layout.writes_sk(ns, cid, task_id)
-    tid, stored_cid = schema.writes_id_attrs(task_id, cid, all_ids=not core.ids_in_keys)
-    base = WritesUpdate(core.table, pk, sk, tid, task_path, stored_cid, core.now_ms(), ())
+    base = WritesUpdate(
+        core.table, pk, sk, task_id, task_path, cid, core.now_ms(), (),
+        all_ids=not core.ids_in_keys,
+    )  # fmt: skip
     stored, grouped = _grouped(core, slot, records, packed)
     spans = {lo: members[-1] for lo, members in grouped.items()}
     for update in writes_updates(base, stored, EXPR_BUDGET, spans):

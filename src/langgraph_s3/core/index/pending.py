@@ -9,7 +9,17 @@ from typing import Any
 
 from langgraph_s3.core.index.items import key
 from langgraph_s3.core.index.writes import CHECK_FAILED, Part
-from langgraph_s3.core.schema import AT, CID, TASK_ID, TASK_PATH, b, n, record_attr, s
+from langgraph_s3.core.schema import (
+    AT,
+    CID,
+    TASK_ID,
+    TASK_PATH,
+    b,
+    n,
+    record_attr,
+    s,
+    writes_id_attrs,
+)
 from langgraph_s3.operations import IndexRequest
 
 
@@ -27,22 +37,25 @@ class WritesUpdate(IndexRequest[bool]):
     table: str
     pk: str
     sk: str
-    #: What ``tid`` and ``cid`` hold (``schema.writes_id_attrs``; no ``cid``: None).
     task_id: str
     task_path: str
-    cid: str | None
+    cid: str
     at: int
     records: tuple[tuple[int, bytes], ...] = field(repr=False)
     guards: tuple[tuple[int, int], ...] = ()
     expect: frozenset[str] = frozenset({CHECK_FAILED})
+    #: Both ids in ``tid`` and ``cid`` (what releases before 0.12.0 read), else only
+    #: what the sort key cannot spell (``schema.writes_id_attrs``, layout 10).
+    all_ids: bool = True
 
     def update(self) -> dict[str, Any]:
         """The UpdateItem request (also the ``writes`` part of a transaction)."""
-        values: dict[str, Any] = {":tid": s(self.task_id), ":tp": s(self.task_path)}
+        tid, cid = writes_id_attrs(self.task_id, self.cid, all_ids=self.all_ids)
+        values: dict[str, Any] = {":tid": s(tid), ":tp": s(self.task_path)}
         names = {"#tid": TASK_ID, "#tp": TASK_PATH, "#at": AT}
         sets = ["#tid = :tid", "#tp = if_not_exists(#tp, :tp)"]
-        if self.cid is not None:
-            values[":cid"], names["#cid"] = s(self.cid), CID
+        if cid is not None:
+            values[":cid"], names["#cid"] = s(cid), CID
             sets.append("#cid = :cid")
         values[":at"] = n(self.at)
         sets.append("#at = :at")
