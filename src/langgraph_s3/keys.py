@@ -17,8 +17,9 @@ Segments that start with ``~`` are never produced by percent-encoding (``~``
 itself is escaped), so the three forms cannot collide. The raw ids are stored
 inside the objects and items as well, except where a key spells them whole: a
 checkpoint item of layout 9 leaves out the thread, namespace and checkpoint ids its
-keys give back (:func:`spelled`, :meth:`Layout.ids_of_keys`); a hashed segment never
-stands in for an id.
+keys give back (:func:`spelled`, :meth:`Layout.ids_of_keys`), and a pending-writes item
+of layout 10 its checkpoint and task ids (:meth:`Layout.ids_of_writes_sk`); a hashed
+segment never stands in for an id.
 """
 
 from __future__ import annotations

@@ -178,6 +178,27 @@ def test_copy_reseals_for_the_target_and_gc_keeps_both(
     assert_all_sealed(inproc_backend, packs=False)  # a copy stores loose blobs
 
 
+def test_a_copier_writing_what_older_releases_read_gives_sealed_writes_both_ids(
+    inproc_backend: Backend, reference: Any
+) -> None:
+    from langgraph_s3.core import schema
+    from langgraph_s3.keys import Layout
+
+    enc = encryption()
+    run_graph(build(inproc_backend.saver(encryption=enc)), "src")
+    untrimmed = inproc_backend.saver(encryption=Encryption(enc.ring), trim_items=False)
+    untrimmed.copy_thread("src", "dst")
+    held: dict[str, set[tuple[bool, bool]]] = {}
+    for item in inproc_backend.items():
+        if schema.is_writes_item(item):
+            thread = str(Layout.ids_of_keys(item[schema.PK]["S"], "")[0])
+            shape = (bool(item[schema.TASK_ID]["S"]), schema.CID in item)
+            held.setdefault(thread, set()).add(shape)
+    assert held == {"src": {(False, False)}, "dst": {(True, True)}}  # layout 10, then 9
+    history, _ = reference
+    assert summary(build(inproc_backend.saver(encryption=Encryption(enc.ring))), "dst") == history
+
+
 def test_stats_and_prune_read_sealed_threads(inproc_backend: Backend, reference: Any) -> None:
     from langgraph_s3.core.inventory import thread_figures
 

@@ -69,15 +69,23 @@ def test_a_trimmed_thread_continued_by_an_untrimmed_saver_reads_as_in_memory(
 
 def test_a_tasks_writes_item_written_by_both_shapes_reads_whole(inproc_backend: Backend) -> None:
     # A rolling upgrade: one call of a task by a saver writing both ids, the next by
-    # one leaving them to the key (or the other way round); every write is read back.
-    for first, then, thread in ((False, True, "up"), (True, False, "down")):
+    # one leaving them to the key (or the other way round); every write is read back,
+    # and an item a saver writing both ids touched keeps both (what 0.11.0 reads).
+    full, bare = ("task-1", True), ("", False)
+    for first, then, shapes, thread in (
+        (False, True, (full, full), "up"),
+        (True, False, (bare, full), "down"),
+        (True, True, (bare, bare), "trimmed"),
+    ):
         a, b = inproc_backend.saver(trim_items=first), inproc_backend.saver(trim_items=then)
         config = a.put(cfg(thread), empty_checkpoint(), {"step": -1}, {})
-        a.put_writes(config, [("x", 1)], "task-1", "~p")
-        b.put_writes(config, [("x", 1), ("y", 2)], "task-1", "~p")  # a retry, one more
-        items = [i for i in inproc_backend.items() if schema.is_writes_item(i)]
-        item = next(i for i in items if i[schema.PK]["S"] == thread)
-        assert (schema.CID in item) is not (first and then)
+        for saver, writes, shape in zip((a, b), (1, 2), shapes, strict=True):
+            saver.put_writes(config, [("x", 1), ("y", 2)][:writes], "task-1", "~p")
+            item = next(
+                i for i in inproc_backend.items()
+                if schema.is_writes_item(i) and i[schema.PK]["S"] == thread
+            )  # fmt: skip
+            assert (item[schema.TASK_ID]["S"], schema.CID in item) == shape, thread
         for reader in (a, b):
             got = reader.get_tuple(config)
             assert got is not None
@@ -137,17 +145,20 @@ def test_a_copy_keeps_its_sources_shape_unless_the_copier_does_not_trim(
         "bare-copy": {True},
         "bare-untrimmed": {False},
     }
-    cids: dict[str, set[bool]] = {}  # writes items: layout 10 leaves out cid
+    # writes items: layout 10 leaves out cid and empties tid
+    ids: dict[str, set[tuple[bool, bool]]] = {}
     for item in inproc_backend.items():
         if schema.is_writes_item(item):
             thread = Layout.ids_of_keys(item[schema.PK]["S"], "")[0]
-            cids.setdefault(str(thread), set()).add(schema.CID in item)
-    assert cids == {
-        "whole": {True},
-        "whole-copy": {True},
-        "bare": {False},
-        "bare-copy": {False},
-        "bare-untrimmed": {True},
+            held = (bool(item[schema.TASK_ID]["S"]), schema.CID in item)
+            ids.setdefault(str(thread), set()).add(held)
+    full, bare = {(True, True)}, {(False, False)}
+    assert ids == {
+        "whole": full,
+        "whole-copy": full,
+        "bare": bare,
+        "bare-copy": bare,
+        "bare-untrimmed": full,
     }
     want = history_summary(build_approval(saver, Calls()).get_state_history(cfg("bare")))
     for thread in ("whole", "whole-copy", "bare-copy", "bare-untrimmed"):

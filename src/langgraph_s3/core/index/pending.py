@@ -53,7 +53,10 @@ class WritesUpdate(IndexRequest[bool]):
         tid, cid = writes_id_attrs(self.task_id, self.cid, all_ids=self.all_ids)
         values: dict[str, Any] = {":tid": s(tid), ":tp": s(self.task_path)}
         names = {"#tid": TASK_ID, "#tp": TASK_PATH, "#at": AT}
-        sets = ["#tid = :tid", "#tp = if_not_exists(#tp, :tp)"]
+        # An item an older writer made keeps its task id: emptied beside the ``cid`` it
+        # keeps, it would read as task "" in a release before 0.12.0.
+        set_tid = "#tid = :tid" if self.all_ids else "#tid = if_not_exists(#tid, :tid)"
+        sets = [set_tid, "#tp = if_not_exists(#tp, :tp)"]
         if cid is not None:
             values[":cid"], names["#cid"] = s(cid), CID
             sets.append("#cid = :cid")
