@@ -108,9 +108,9 @@ def put(
     body = yield from _upload_values(core, envelope, body, uploads, fresh)
     entries = envelope.channels
 
-    # ``e`` serves only the walk that rebuilds delta channels: a consumed
-    # ``__start__`` or ``branch:to:`` channel is empty, never rebuilt, and costs
-    # ~20 bytes an item to name (a reader of a channel ``e`` omits just opens the body).
+    # ``e`` only spares the delta-channel walk opening a body. A consumed ``__start__``
+    # or ``branch:to:`` channel is never rebuilt from ancestors, so naming it costs ~20
+    # bytes an item for nothing; a channel left out only costs that walk one body read.
     unstored = sorted(schema.delta_channels(md, {ch for ch in versions if ch not in entries}))
     item = _checkpoint_item(core, (thread_id, ns, cid, parent_id), body, entries, unstored, md)
     item[schema.INCARNATION] = b(incarnation_of_put(core, thread_id))
