@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+from langgraph_s3.immutable import immutable
 
 #: Serialized values larger than this are chunked; smaller ones are one blob.
 CHUNK_THRESHOLD = 64 * 1024
@@ -73,7 +74,7 @@ def _cdc(data: bytes) -> list[bytes]:
     return [bytes(c.data) for c in FastCDC(AVG_CHUNK).cut_buf(data)]
 
 
-@dataclass(frozen=True)
+@immutable
 class Chunk:
     """One chunk of a value: its name (SHA-256 of its bytes, or keyed), its size, its
     bytes if new."""
@@ -84,7 +85,7 @@ class Chunk:
     data: bytes | None
 
 
-@dataclass(frozen=True)
+@immutable
 class Previous:
     """What the saver knows of the version a new value probably extends."""
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 import hashlib
 import re
 import string
-from dataclasses import dataclass
 from urllib.parse import unquote
 
 from langgraph_s3.errors import InvalidConfigError
+from langgraph_s3.immutable import immutable
 
 _SAFE = frozenset(string.ascii_letters + string.digits + "-_:")
 _MAX_PLAIN = 128
@@ -115,7 +115,7 @@ def normalize_prefix(prefix: str) -> str:
     return prefix
 
 
-@dataclass(frozen=True)
+@immutable
 class Layout:
     """Builds every S3 key and DynamoDB key the saver uses."""
 

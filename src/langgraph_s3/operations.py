@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Generic, TypeVar
+
+from langgraph_s3.immutable import immutable
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -34,7 +36,7 @@ class Request(Generic[R]):
     """An operation whose result has type ``R``."""
 
 
-@dataclass(frozen=True)
+@immutable
 class S3Get(Request[bytes | None]):
     """Read an object. Result: its bytes, or ``None`` if there is no such key.
 
@@ -48,7 +50,7 @@ class S3Get(Request[bytes | None]):
     end: int | None = None
 
 
-@dataclass(frozen=True)
+@immutable
 class S3Put(Request[None]):
     """Write an object. Result: ``None``.
 
@@ -62,7 +64,7 @@ class S3Put(Request[None]):
     done: Future[bool] | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@immutable
 class WaitUpload(Request[bool]):
     """Wait for another flow's upload of ``key``. Result: ``True`` if it succeeded.
 
@@ -75,7 +77,7 @@ class WaitUpload(Request[bool]):
     pending: Future[bool] = field(compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@immutable
 class WaitKey(Request[bool]):
     """Wait for another flow's load of the data key of the thread stored under
     ``folder``, or of the tenant whose partition key it is (client-side encryption).
@@ -90,7 +92,7 @@ class WaitKey(Request[bool]):
 WAITS = (WaitUpload, WaitKey)
 
 
-@dataclass(frozen=True)
+@immutable
 class ListPage:
     """One page of an S3 listing."""
 
@@ -98,7 +100,7 @@ class ListPage:
     token: str | None
 
 
-@dataclass(frozen=True)
+@immutable
 class S3List(Request[ListPage]):
     """One page of keys under a prefix. Result: :class:`ListPage`."""
 
@@ -106,14 +108,14 @@ class S3List(Request[ListPage]):
     token: str | None = None
 
 
-@dataclass(frozen=True)
+@immutable
 class S3Delete(Request[None]):
     """Delete up to 1000 keys. Result: ``None``."""
 
     keys: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@immutable
 class S3Copy(Request[None]):
     """Server-side copy inside the bucket. Result: ``None``."""
 
@@ -151,14 +153,14 @@ class IndexRequest(Request[R]):
         return self.call()[1]
 
 
-@dataclass(frozen=True)
+@immutable
 class Sleep(Request[None]):
     """Back off before retrying. Result: ``None``."""
 
     seconds: float
 
 
-@dataclass(frozen=True)
+@immutable
 class Emit:
     """Not a request: a result a listing flow hands out before it ends (``list``);
     the driver yields ``value`` to its caller and resumes the flow."""
@@ -176,7 +178,7 @@ def context_of(context: Mapping[str, str]) -> Context:
     return tuple(sorted((str(k), str(v)) for k, v in context.items()))
 
 
-@dataclass(frozen=True)
+@immutable
 class GeneratedKey:
     """What ``GenerateDataKey`` answered: the data key, wrapped and in the clear."""
 
@@ -185,7 +187,7 @@ class GeneratedKey:
     kms_key: str  # the ARN of the KMS key that wrapped it
 
 
-@dataclass(frozen=True)
+@immutable
 class KmsGenerateDataKey(Request[GeneratedKey]):
     """Ask AWS KMS for a new 256-bit data key under ``kms_key``, wrapped for ``context``.
 
@@ -198,7 +200,7 @@ class KmsGenerateDataKey(Request[GeneratedKey]):
     data_key_id: str
 
 
-@dataclass(frozen=True)
+@immutable
 class KmsDecrypt(Request[bytes]):
     """Ask AWS KMS to unwrap ``wrapped`` with ``kms_key``, for exactly ``context``.
 
@@ -212,7 +214,7 @@ class KmsDecrypt(Request[bytes]):
     data_key_id: str
 
 
-@dataclass(frozen=True)
+@immutable
 class KmsReEncrypt(Request[bytes]):
     """Ask AWS KMS to re-wrap ``wrapped`` from ``kms_key`` under ``destination``, for
     the same ``context`` (``langgraph-s3 rekey``). Result: the new wrapped bytes.
@@ -231,7 +233,7 @@ class KmsReEncrypt(Request[bytes]):
 KmsRequest = KmsGenerateDataKey | KmsDecrypt | KmsReEncrypt
 
 
-@dataclass(frozen=True)
+@immutable
 class CreateBucket(Request[None]):
     """Create the bucket if it does not exist (``setup()``). Result: ``None``."""
 

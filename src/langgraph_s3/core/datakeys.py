@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph_s3.core import schema, scopes
@@ -44,6 +43,7 @@ from langgraph_s3.core.paging import delete_items, read_all
 from langgraph_s3.core.scopes import check_scope, referenced_tenant, tenant_ref
 from langgraph_s3.core.sealed import KeySet
 from langgraph_s3.errors import DataKeyError
+from langgraph_s3.immutable import immutable
 from langgraph_s3.operations import Flow, WaitKey, perform
 from langgraph_s3.sealing.cipher import DataKey
 from langgraph_s3.sealing.kms import KmsKeyRing
@@ -60,7 +60,7 @@ CONTEXT_PREFIX = "prefix"
 CONTEXT_VERSION = "key-version"
 
 
-@dataclass(frozen=True)
+@immutable
 class KeyScope:
     """Whom a data key belongs to: one thread, or one tenant (its threads share it)."""
 
@@ -96,7 +96,7 @@ class KeyScope:
         return f"{self.kind} {self.id!r}"
 
 
-@dataclass(frozen=True)
+@immutable
 class KeyItem:
     """One version of a scope's data key, as stored."""
 

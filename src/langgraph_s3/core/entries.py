@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from langgraph_s3.errors import CorruptObjectError
+from langgraph_s3.immutable import immutable
 
 
-@dataclass(frozen=True)
+@immutable
 class Inline:
     """A value stored inline: its serializer type and bytes."""
 
@@ -48,7 +49,7 @@ class Inline:
         return ["i", self.type, self.data]
 
 
-@dataclass(frozen=True)
+@immutable
 class Span:
     """Where a chunk is stored inside a pack: the pack's digest, and the offset and
     length of the chunk's frame in it."""
@@ -58,7 +59,7 @@ class Span:
     length: int
 
 
-@dataclass(frozen=True)
+@immutable
 class InIndex:
     """Where a *chunk item* is (layout 5): in its thread's index partition, under
     ``schema.chunk_sk`` of its name. Its one value is :data:`IN_INDEX`; a type of its
@@ -94,7 +95,7 @@ class ChunkRef(NamedTuple):
 PENDING = Span(b"\0" * 32, 1 << 31, 1 << 20)
 
 
-@dataclass(frozen=True)
+@immutable
 class Blobs:
     """A value stored as blobs (see the module docstring)."""
 
@@ -156,7 +157,7 @@ class Blobs:
 ListIdentity = tuple[str, bytes]
 
 
-@dataclass(frozen=True)
+@immutable
 class Listed:
     """A value whose :class:`Blobs` entry is stored as a blob of its own (see the
     module docstring); ``blobs`` is that entry once it is known (written or read)."""
@@ -275,7 +276,7 @@ def _int(value: Any) -> int:
     return value
 
 
-@dataclass(frozen=True)
+@immutable
 class Record:
     """One pending write: the channel written and the value's entry."""
 

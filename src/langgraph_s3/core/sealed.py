@@ -53,6 +53,7 @@ from langgraph_s3.errors import (
     KeyVersionError,
     PlaintextObjectError,
 )
+from langgraph_s3.immutable import immutable
 from langgraph_s3.sealing import (
     BlobPlace,
     BodyPlace,
@@ -217,7 +218,7 @@ class Encryption:
         self.absent.pop(folder)
 
 
-@dataclass(frozen=True)
+@immutable
 class KeySet:
     """The versions of a thread's data key a saver loaded: the newest seals; each
     sealed object names (in its header) the version that opens it.

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import ClassVar
+
+from langgraph_s3.immutable import immutable
 
 #: Kinds of sealed content, the first byte of a place's encoding.
 KIND_BODY = b"C"
@@ -47,7 +48,7 @@ def _bytes(value: bytes) -> bytes:
     return _LENGTH.pack(len(value)) + value
 
 
-@dataclass(frozen=True)
+@immutable
 class BodyPlace:
     """A checkpoint body, in S3 or kept in its index item.
 
@@ -76,7 +77,7 @@ class BodyPlace:
         )
 
 
-@dataclass(frozen=True)
+@immutable
 class WritePlace:
     """One pending-write record: a task's write slot under a checkpoint.
 
@@ -113,7 +114,7 @@ class WritePlace:
         )
 
 
-@dataclass(frozen=True)
+@immutable
 class BlobPlace:
     """A value blob: a chunk, a whole value, or a chunk list (loose or in a pack).
 

@@ -4,7 +4,7 @@ never overwrites a regular write, and guards the span of a group of records."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from langgraph_s3.core.index.items import key
@@ -20,10 +20,11 @@ from langgraph_s3.core.schema import (
     s,
     writes_id_attrs,
 )
+from langgraph_s3.immutable import immutable
 from langgraph_s3.operations import IndexRequest
 
 
-@dataclass(frozen=True)
+@immutable
 class WritesUpdate(IndexRequest[bool]):
     """Store records on a task's pending-writes item (UpdateItem). Result: whether it
     did (False: the item holds a record in the span of one of ``guards``).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Self
 
 from langgraph_s3.core.index.items import Item, Key
@@ -19,10 +19,11 @@ from langgraph_s3.core.schema import (
     TASK_ID,
     s,
 )
+from langgraph_s3.immutable import immutable
 from langgraph_s3.operations import IndexRequest
 
 
-@dataclass(frozen=True)
+@immutable
 class Page:
     """One page of a query or scan: its items, and where the next page starts
     (``None`` after the last)."""
@@ -42,7 +43,7 @@ class Paged(IndexRequest[Page]):
         return None if page.last is None else replace(self, start=page.last)  # type: ignore[type-var]
 
 
-@dataclass(frozen=True)
+@immutable
 class ListFilter:
     """What ``list`` asks of the index beside the key condition: checkpoint items
     whose indexed metadata equals ``metadata`` (writes items always pass), older
@@ -89,7 +90,7 @@ class ListFilter:
         return self.cid is None or checkpoint_id == self.cid
 
 
-@dataclass(frozen=True)
+@immutable
 class Query(Paged):
     """One page of a thread's partition: every item, the items whose sort key
     begins with ``prefix``, or those ``between`` two sort keys (inclusive)."""
@@ -131,7 +132,7 @@ class Query(Paged):
         return "query", _paged(params, self.limit, self.start)
 
 
-@dataclass(frozen=True)
+@immutable
 class RunQuery(Paged):
     """One page of the keys of the checkpoint items a run created (the ``by_run`` index)."""
 
@@ -150,7 +151,7 @@ class RunQuery(Paged):
         return "query", _paged(params, None, self.start)
 
 
-@dataclass(frozen=True)
+@immutable
 class ScanSegment(Paged):
     """One page of one segment of a parallel scan of the items under ``prefix``."""
 
@@ -169,7 +170,7 @@ class ScanSegment(Paged):
         return "scan", _paged(params, None, self.start)
 
 
-@dataclass(frozen=True)
+@immutable
 class ScanKeyItems(Paged):
     """One page of a scan for the data key items of every thread and tenant under
     ``prefix`` (``langgraph-s3 rekey``)."""
@@ -188,7 +189,7 @@ class ScanKeyItems(Paged):
         return "scan", _paged(params, None, self.start)
 
 
-@dataclass(frozen=True)
+@immutable
 class ScanCheckpoints(Paged):
     """One page of a scan for the checkpoint and writes items of every thread under
     ``prefix`` (``list(None)``)."""
@@ -213,7 +214,7 @@ class ScanCheckpoints(Paged):
         return "scan", _paged(params, None, self.start)
 
 
-@dataclass(frozen=True)
+@immutable
 class KeyPrefixScan(Paged):
     """One page of a scan of another saver's table for the partition keys (attribute
     ``key``) that begin with ``prefix``: how ``migrate`` finds DynamoDBSaver threads."""
@@ -241,7 +242,7 @@ def _paged(params: dict[str, Any], limit: int | None, start: Key | None) -> dict
     return params
 
 
-@dataclass(frozen=True)
+@immutable
 class Got:
     """What one BatchGetItem returned: the items found, and the keys DynamoDB left
     for another request (throughput, or 16 MB per response)."""
@@ -250,7 +251,7 @@ class Got:
     unprocessed: list[Key]
 
 
-@dataclass(frozen=True)
+@immutable
 class BatchGet(IndexRequest[Got]):
     """BatchGetItem of up to 100 items by key, strongly consistent (a chunk item is
     read after the commit that names it). Result: :class:`Got`; a key without an

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from langgraph_s3.core.schema import EXPIRES_AT, GSI_RUN, PK, RUN, SK
+from langgraph_s3.immutable import immutable
 from langgraph_s3.operations import IndexRequest
 
 
-@dataclass(frozen=True)
+@immutable
 class CreateTable(IndexRequest[bool]):
     """Create the table ``setup()`` uses. Result: False if it existed already."""
 
@@ -50,7 +50,7 @@ class CreateTable(IndexRequest[bool]):
         return False
 
 
-@dataclass(frozen=True)
+@immutable
 class TableStatus(IndexRequest[str]):
     """DescribeTable. Result: the table's status (``CREATING``, ``ACTIVE``, ...)."""
 
@@ -63,7 +63,7 @@ class TableStatus(IndexRequest[str]):
         return str(response["Table"]["TableStatus"])
 
 
-@dataclass(frozen=True)
+@immutable
 class EnableTtl(IndexRequest[None]):
     """Turn on the table's time-to-live attribute. Result: None."""
 

@@ -4,7 +4,7 @@ writes, batches, conditional updates."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from langgraph_s3.core.index.items import Item, Key, key
@@ -25,6 +25,7 @@ from langgraph_s3.core.schema import (
     n,
     s,
 )
+from langgraph_s3.immutable import immutable
 from langgraph_s3.keys import Layout
 from langgraph_s3.operations import IndexRequest
 
@@ -33,7 +34,7 @@ TXN_CANCELLED = "TransactionCanceledException"
 IDEMPOTENT_MISMATCH = "IdempotentParameterMismatchException"
 
 
-@dataclass(frozen=True)
+@immutable
 class Cancelled:
     """A transaction DynamoDB refused (``code``), with a reason per part, by role."""
 
@@ -59,7 +60,7 @@ class Cancelled:
 Part = tuple[str, Mapping[str, Any]]
 
 
-@dataclass(frozen=True)
+@immutable
 class Transact(IndexRequest["Cancelled | None"]):
     """TransactWriteItems. Result: None when committed, else :class:`Cancelled`.
 
@@ -174,7 +175,7 @@ def owner_part(table: str, pk: str, region: str, *, home: bool) -> Part:
     )
 
 
-@dataclass(frozen=True)
+@immutable
 class BatchWrite(IndexRequest[list[Mapping[str, Any]]]):
     """BatchWriteItem of up to 25 puts or deletes. Result: what DynamoDB deferred."""
 
@@ -210,7 +211,7 @@ class _Conditional(IndexRequest[bool]):
         return False
 
 
-@dataclass(frozen=True)
+@immutable
 class _Put(_Conditional):
     """Put ``item`` under the condition :meth:`condition` states."""
 
@@ -224,7 +225,7 @@ class _Put(_Conditional):
         return "put_item", {"TableName": self.table, "Item": self.item, **self.condition()}
 
 
-@dataclass(frozen=True)
+@immutable
 class PutNew(_Put):
     """Put ``item`` only if no item has its key yet. Result: whether it was put.
 
@@ -236,7 +237,7 @@ class PutNew(_Put):
         return dict(_ABSENT)
 
 
-@dataclass(frozen=True)
+@immutable
 class Replace(_Put):
     """Put ``item`` over the stored item of its key, if that one still exists and
     was not updated since it was read (its ``at`` is still the one ``item`` keeps).
@@ -254,7 +255,7 @@ class Replace(_Put):
         }
 
 
-@dataclass(frozen=True)
+@immutable
 class DeleteHead(_Conditional):
     """Delete a namespace's head if it names one of ``cids`` (at most 100)."""
 
@@ -275,7 +276,7 @@ class DeleteHead(_Conditional):
         }
 
 
-@dataclass(frozen=True)
+@immutable
 class DeleteUnchanged(_Conditional):
     """Delete an item if it was not written since it was read: its ``at`` is still
     ``at`` (the number as read; None: it still has no ``at``). Result: whether it was
@@ -306,7 +307,7 @@ class DeleteUnchanged(_Conditional):
         }
 
 
-@dataclass(frozen=True)
+@immutable
 class UnlinkParent(_Conditional):
     """Forget a checkpoint item's parent link, if it still names ``parent``."""
 
@@ -326,7 +327,7 @@ class UnlinkParent(_Conditional):
         }
 
 
-@dataclass(frozen=True)
+@immutable
 class RewrapKey(_Conditional):
     """Store a data key item's key wrapped anew (``rekey``), if it still holds ``old``.
 
@@ -355,7 +356,7 @@ class RewrapKey(_Conditional):
         }  # fmt: skip
 
 
-@dataclass(frozen=True)
+@immutable
 class TouchHead(_Conditional):
     """Record a read of the latest checkpoint on its head item, if the head exists."""
 
@@ -375,7 +376,7 @@ class TouchHead(_Conditional):
         }
 
 
-@dataclass(frozen=True)
+@immutable
 class ClaimOwner(IndexRequest["str | None"]):
     """Name ``region`` the owner of a thread. Result: the owner before (None: none named)."""
 
