@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -23,10 +23,7 @@ from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.core.commit import claim_thread, put
 from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
-from langgraph_s3.core.reencrypt import Reencrypted, reencrypt_thread
 from langgraph_s3.core.setup import setup
-from langgraph_s3.core.tenants import shred_tenant
-from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.errors import MissingDependencyError
@@ -34,6 +31,9 @@ from langgraph_s3.loopcalls import run_on_loop
 from langgraph_s3.operations import WAITS, Flow, Sleep, T
 from langgraph_s3.tracing import Call, Stats, span
 from langgraph_s3.transport import DYNAMODB, S3
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.reencrypt import Reencrypted
 
 try:
     import aiobotocore.session as aiobotocore_session
@@ -371,23 +371,33 @@ class AsyncS3Saver(Driver):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and object of a thread."""
-        await self.run(delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
+        from langgraph_s3.core import threads
+
+        await self.run(
+            threads.delete_thread(self, thread_id), Call("delete_thread", str(thread_id))
+        )
 
     async def adelete_tenant(self, tenant_id: str) -> int:
         """Erase a tenant: its threads, then its data key (see ``S3Saver.delete_tenant``,
         which has the same argument, result and errors: the number of threads deleted;
         ``InvalidConfigError`` for a tenant id that is not a non-empty string)."""
-        erased = await self.run(shred_tenant(self, tenant_id), Call("delete_tenant"))
+        from langgraph_s3.core import tenants
+
+        erased = await self.run(tenants.shred_tenant(self, tenant_id), Call("delete_tenant"))
         return len(erased.threads)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
-        await self.run(delete_for_runs(self, run_ids), Call("delete_for_runs"))
+        from langgraph_s3.core import threads
+
+        await self.run(threads.delete_for_runs(self, run_ids), Call("delete_for_runs"))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread id."""
+        from langgraph_s3.core import threads
+
         await self.run(
-            copy_thread(self, source_thread_id, target_thread_id),
+            threads.copy_thread(self, source_thread_id, target_thread_id),
             Call("copy_thread", str(source_thread_id)),
         )
 
@@ -397,13 +407,17 @@ class AsyncS3Saver(Driver):
         ``Reencrypted(version=None)`` for a thread with nothing stored; raises
         ``InvalidConfigError`` without ``encryption=``, ``KeyScopeError`` for a tenant's
         thread, ``ReencryptionError`` when runs kept writing under the old key)."""
+        from langgraph_s3.core import reencrypt
+
         return await self.run(
-            reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id))
+            reencrypt.reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id))
         )
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads (see ``S3Saver.prune``)."""
-        await self.run(prune(self, thread_ids, strategy), Call("prune"))
+        from langgraph_s3.core import threads
+
+        await self.run(threads.prune(self, thread_ids, strategy), Call("prune"))
 
     async def aclaim_thread(self, thread_id: str) -> str:
         """Make this saver's region the owner of a thread (see ``S3Saver.claim_thread``)."""

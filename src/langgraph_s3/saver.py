@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError
 from langchain_core.runnables import RunnableConfig
@@ -24,15 +24,15 @@ from langgraph_s3.connection import merge_config, parse_conn_string
 from langgraph_s3.core.commit import claim_thread, put
 from langgraph_s3.core.history import delta_history, list_checkpoints
 from langgraph_s3.core.read import get_tuple
-from langgraph_s3.core.reencrypt import Reencrypted, reencrypt_thread
 from langgraph_s3.core.setup import setup
-from langgraph_s3.core.tenants import shred_tenant
-from langgraph_s3.core.threads import copy_thread, delete_for_runs, delete_thread, prune
 from langgraph_s3.core.writes import put_writes
 from langgraph_s3.driving import SERVICES, Driver, Exchange, Steps, client_region
 from langgraph_s3.operations import WAITS, Flow, Sleep, T
 from langgraph_s3.tracing import Call, Stats, span
 from langgraph_s3.transport import DYNAMODB, KMS, S3, translate_transport
+
+if TYPE_CHECKING:
+    from langgraph_s3.core.reencrypt import Reencrypted
 
 
 class S3Saver(Driver):
@@ -314,7 +314,9 @@ class S3Saver(Driver):
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and object of a thread."""
-        self.run(delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
+        from langgraph_s3.core import threads
+
+        self.run(threads.delete_thread(self, thread_id), Call("delete_thread", str(thread_id)))
 
     def delete_tenant(self, tenant_id: str) -> int:
         """Erase a tenant: delete every thread whose data key is the tenant's (see
@@ -334,17 +336,23 @@ class S3Saver(Driver):
         Raises:
             InvalidConfigError: ``tenant_id`` is not a non-empty string.
         """
-        erased = self.run(shred_tenant(self, tenant_id), Call("delete_tenant"))
+        from langgraph_s3.core import tenants
+
+        erased = self.run(tenants.shred_tenant(self, tenant_id), Call("delete_tenant"))
         return len(erased.threads)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by the given runs."""
-        self.run(delete_for_runs(self, run_ids), Call("delete_for_runs"))
+        from langgraph_s3.core import threads
+
+        self.run(threads.delete_for_runs(self, run_ids), Call("delete_for_runs"))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread id."""
+        from langgraph_s3.core import threads
+
         self.run(
-            copy_thread(self, source_thread_id, target_thread_id),
+            threads.copy_thread(self, source_thread_id, target_thread_id),
             Call("copy_thread", str(source_thread_id)),
         )
 
@@ -373,11 +381,17 @@ class S3Saver(Driver):
             ReencryptionError: Runs kept writing under the old key; nothing was
                 shredded. Stop them and run it again.
         """
-        return self.run(reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id)))
+        from langgraph_s3.core import reencrypt
+
+        return self.run(
+            reencrypt.reencrypt_thread(self, thread_id), Call("reencrypt_thread", str(thread_id))
+        )
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` (per namespace, delta-channel aware) or ``"delete"``."""
-        self.run(prune(self, thread_ids, strategy), Call("prune"))
+        from langgraph_s3.core import threads
+
+        self.run(threads.prune(self, thread_ids, strategy), Call("prune"))
 
     def claim_thread(self, thread_id: str) -> str:
         """Make this saver's region the owner of a thread (cross-region hand-over).
