@@ -26,6 +26,7 @@ INLINE_VARIANT_LIMIT = 8192
 LABELS = {
     "s3": "S3Saver",
     "async": "AsyncS3Saver",
+    "aiobotocore": "aiobotocore alone (AsyncS3Saver's floor)",
     "dynamodb": "DynamoDBSaver",
     "memory": "InMemorySaver",
     "sqlite": "SqliteSaver",

@@ -1,6 +1,6 @@
 """Cold start: a fresh process imports a saver, constructs it and reads an existing thread.
 
-    .venv/bin/python bench/coldstart.py run --endpoint URL [--savers s3,async,dynamodb]
+    .venv/bin/python bench/coldstart.py run --endpoint URL [--savers s3,async,aiobotocore,dynamodb]
         [--latency-ms 15] [--latency-profile aws]
 
 (``run.py`` runs it after the workloads.) First each saver writes a thread of its own
@@ -14,6 +14,12 @@ reported. A sample times, from its first statement: importing the saver's packag
 saver does), constructing the saver as ``savers.py`` does, and its first
 ``get_tuple`` of the thread over HTTP, at the run's injected latency. The process
 wall time (interpreter start and exit included) is printed beside it.
+
+``aiobotocore`` is not a saver but the floor under AsyncS3Saver: what any checkpointer
+built on aiobotocore pays with no code of ours. It imports ``langgraph.checkpoint.base``
+(every checkpointer subclasses it) and ``aiobotocore.session``, makes a session and a
+DynamoDB client, and sends AsyncS3Saver's two requests of its first ``get_tuple`` on
+AsyncS3Saver's thread (the same ``Query`` and ``BatchGetItem``), decoding nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from catalog import LATENCY_PROFILES
 HERE = Path(__file__).resolve().parent
 ROUNDS = 7
 THREAD = "cold-start"
+#: The floor's kind; it reads AsyncS3Saver's thread, so "async" is prepared first.
+FLOOR = "aiobotocore"
 REGION = "us-east-1"
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "bench",
@@ -70,6 +78,40 @@ def _construct(cls: Any, kind: str, endpoint: str, resource: str) -> Any:
     return cls(bucket=resource, table=resource, region_name=REGION, endpoint_url=endpoint)
 
 
+def _floor_read(args: argparse.Namespace, stamps: dict[str, float]) -> Any:
+    """The floor: AsyncS3Saver's first two requests from a bare aiobotocore client."""
+    import asyncio
+
+    import aiobotocore.session
+
+    async def first_read() -> Any:
+        session = aiobotocore.session.get_session()
+        client_context = session.create_client(
+            "dynamodb", region_name=REGION, endpoint_url=args.endpoint, verify=False
+        )
+        async with client_context as client:
+            stamps["construct"] = time.perf_counter()
+            found = await client.query(
+                TableName=args.resource,
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :pre)",
+                ExpressionAttributeValues={":pk": {"S": THREAD}, ":pre": {"S": "c#~#"}},
+                ScanIndexForward=False,
+                ConsistentRead=True,
+                Limit=8,
+            )
+            keys = [{"pk": {"S": THREAD}, "sk": {"S": sk}} for sk in json.loads(args.keys)]
+            await client.batch_get_item(
+                RequestItems={args.resource: {"Keys": keys, "ConsistentRead": True}}
+            )
+            stamps["get_tuple"] = time.perf_counter()
+            return found["Items"] or None
+
+    import langgraph.checkpoint.base  # noqa: F401  (every checkpointer subclasses it)
+
+    stamps["import"] = time.perf_counter()
+    return asyncio.run(first_read())
+
+
 def sample(args: argparse.Namespace) -> dict[str, Any]:
     """One cold start, timed from here; run only in a fresh process."""
     t0 = time.perf_counter()
@@ -77,8 +119,14 @@ def sample(args: argparse.Namespace) -> dict[str, Any]:
 
     profile = LATENCY_PROFILES[args.latency_profile]
     wire.install(
-        args.latency_ms / 1000, {k: v / 1000 for k, v in profile.items()}, aio=args.saver == "async"
+        args.latency_ms / 1000,
+        {k: v / 1000 for k, v in profile.items()},
+        aio=args.saver in ("async", FLOOR),
     )
+    if args.saver == FLOOR:
+        stamps: dict[str, float] = {}
+        found = _floor_read(args, stamps)
+        return _figures(t0, stamps, found)
     cls = _saver_class(args.saver)
     stamps = {"import": time.perf_counter()}
     config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
@@ -99,6 +147,12 @@ def sample(args: argparse.Namespace) -> dict[str, Any]:
         stamps["construct"] = time.perf_counter()
         found = saver.get_tuple(config)
         stamps["get_tuple"] = time.perf_counter()
+    return _figures(t0, stamps, found)
+
+
+def _figures(t0: float, stamps: dict[str, float], found: Any) -> dict[str, Any]:
+    import wire
+
     assert found is not None, "the prepared thread is missing"
     reqs = wire.RECORDER.requests
     return {
@@ -112,8 +166,24 @@ def sample(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def floor_keys(args: argparse.Namespace) -> dict[str, Any]:
+    """The sort keys of the items AsyncS3Saver's ``BatchGetItem`` asks for (the floor
+    sends the same request); read from its prepared table, uncounted."""
+    import boto3
+
+    client = boto3.client("dynamodb", region_name=REGION, endpoint_url=args.endpoint)
+    items = client.query(
+        TableName=args.resource,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :pre)",
+        ExpressionAttributeValues={":pk": {"S": THREAD}, ":pre": {"S": "b#"}},
+    )["Items"]
+    return {"keys": sorted(item["sk"]["S"] for item in items)}
+
+
 def prepare(args: argparse.Namespace) -> dict[str, Any]:
     """Write the thread the samples read: an approval thread paused at its interrupt."""
+    if args.saver == FLOOR:
+        return floor_keys(args)
     import probes
     import wire
     from savers import fake_credentials, make_driver
@@ -136,12 +206,18 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ the parent
+def resource_of(kind: str) -> str:
+    return f"bench-{'async' if kind == FLOOR else kind}-cold"
+
+
 def python_for(kind: str) -> Path:
     venv = HERE / (".venv-aws" if kind == "dynamodb" else ".venv")
     return venv / "bin" / "python"
 
 
-def child(kind: str, mode: str, args: argparse.Namespace) -> tuple[dict[str, Any], float]:
+def child(
+    kind: str, mode: str, args: argparse.Namespace, keys: str = "[]"
+) -> tuple[dict[str, Any], float]:
     """Run this script in a fresh interpreter of the saver's venv; (its JSON, wall ms)."""
     python = python_for(kind)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -151,7 +227,7 @@ def child(kind: str, mode: str, args: argparse.Namespace) -> tuple[dict[str, Any
     # Compiled bytecode for every package, as after `pip install` (see importtime.py).
     env["PYTHONPYCACHEPREFIX"] = str(HERE / ".pycache" / python.parent.parent.name)
     cmd = [str(python), str(Path(__file__).resolve()), mode, "--saver", kind]
-    cmd += ["--endpoint", args.endpoint, "--resource", f"bench-{kind}-cold"]
+    cmd += ["--endpoint", args.endpoint, "--resource", resource_of(kind), "--keys", keys]
     cmd += ["--latency-ms", str(args.latency_ms), "--latency-profile", args.latency_profile]
     started = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=HERE, timeout=120)
@@ -165,12 +241,16 @@ def child(kind: str, mode: str, args: argparse.Namespace) -> tuple[dict[str, Any
 def run_all(args: argparse.Namespace) -> dict[str, Any]:
     """Prepare every saver's thread, then alternate fresh samples; medians per saver."""
     kinds = [k for k in args.savers.split(",") if k]
-    for kind in kinds:
-        child(kind, "prepare", args)
+    if FLOOR in kinds and "async" not in kinds:
+        raise SystemExit(f"{FLOOR} reads AsyncS3Saver's thread: add async to --savers")
+    keys = "[]"
+    for kind in sorted(kinds, key=lambda k: k == FLOOR):  # the floor after async
+        prepared, _ = child(kind, "prepare", args)
+        keys = json.dumps(prepared.get("keys", []))
     samples: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
-    for round_no in range(ROUNDS + 1):
+    for round_no in range(args.rounds + 1):
         for kind in kinds:
-            figures, wall_ms = child(kind, "sample", args)
+            figures, wall_ms = child(kind, "sample", args, keys)
             if round_no > 0:  # round 0 fills the bytecode caches
                 samples[kind].append({**figures, "process_ms": wall_ms})
     keys = ("import_ms", "construct_ms", "get_tuple_ms", "total_ms", "process_ms")
@@ -183,7 +263,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
         }
         for kind, rows in samples.items()
     }
-    return {"coldstart": {"rounds": ROUNDS, "median": median, "samples": samples}}
+    return {"coldstart": {"rounds": args.rounds, "median": median, "samples": samples}}
 
 
 def main(argv: list[str]) -> int:
@@ -191,8 +271,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("mode", choices=("run", "prepare", "sample"))
     parser.add_argument("--endpoint", required=True)
     parser.add_argument("--saver", default="s3")
-    parser.add_argument("--savers", default="s3,async,dynamodb")
+    parser.add_argument("--savers", default=f"s3,async,{FLOOR},dynamodb")
     parser.add_argument("--resource", default="bench-cold")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds after the dropped one")
+    parser.add_argument("--keys", default="[]", help="the floor's BatchGetItem sort keys")
     parser.add_argument("--latency-ms", type=float, default=15.0)
     parser.add_argument("--latency-profile", default="uniform", choices=sorted(LATENCY_PROFILES))
     args = parser.parse_args(argv)

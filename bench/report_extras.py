@@ -109,7 +109,10 @@ def cold_section(note: str) -> list[str]:
         "",
         "Import + construction + first `get_tuple` of an existing approval thread over HTTP, "
         "timed inside a fresh interpreter; median of 7 rounds, savers alternating. Compare "
-        "the ratio; absolute times depend on this machine.",
+        "the ratio; absolute times depend on this machine. The aiobotocore row is not a "
+        "saver but AsyncS3Saver's floor: `langgraph.checkpoint.base` and aiobotocore "
+        "imported, a DynamoDB client made, and AsyncS3Saver's two requests sent, with no "
+        "code of ours.",
         "",
         note,
         "",
@@ -261,6 +264,9 @@ def cold_row() -> Row:
         total = medians[saver]["total_ms"]
         ok &= saver == "dynamodb" or total <= base
         texts.append(f"{LABELS[saver]} {total:.0f} ms ({total / base:.2f}x)")
+    if "aiobotocore" in medians:  # informative: what AsyncS3Saver cannot go below
+        floor = medians["aiobotocore"]["total_ms"]
+        texts.append(f"{LABELS['aiobotocore']} {floor:.0f} ms ({floor / base:.2f}x)")
     return (name, "; ".join(texts), "<= DynamoDBSaver's, both savers", ok)
 
 

@@ -75,7 +75,8 @@ SHARED = ("langgraph", "langgraph-checkpoint", "langchain-core")
 WORKLOADS = ("a", "b", "c", "d", "e", "f")
 #: Measurements beside the workloads (issue 22): ``long`` = list() on long threads
 #: (``longthread.py``, S3Saver and DynamoDBSaver), ``cold`` = fresh-process first
-#: get_tuple (``coldstart.py``, S3Saver, AsyncS3Saver and DynamoDBSaver).
+#: get_tuple (``coldstart.py``, S3Saver, AsyncS3Saver and DynamoDBSaver, and with
+#: AsyncS3Saver the floor under it: a bare aiobotocore client sending its requests).
 EXTRAS = {"long": ("s3", "dynamodb"), "cold": ("s3", "async", "dynamodb")}
 
 
@@ -209,6 +210,8 @@ def run_extras(extras: list[str], savers: list[str], common: list[str], endpoint
             else:
                 (RAW / f"long-{saver}.json").write_text(json.dumps(result))
     cold = [s for s in EXTRAS["cold"] if s in savers]
+    if "async" in cold:  # the floor under AsyncS3Saver (coldstart.py), beside it
+        cold.insert(cold.index("async") + 1, "aiobotocore")
     if "cold" in extras and cold:
         print("cold start (fresh processes, median of 7)", flush=True)
         latency = common[common.index("--latency-ms") : common.index("--latency-profile") + 2]
