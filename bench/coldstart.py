@@ -167,17 +167,38 @@ def _figures(t0: float, stamps: dict[str, float], found: Any) -> dict[str, Any]:
 
 
 def floor_keys(args: argparse.Namespace) -> dict[str, Any]:
-    """The sort keys of the items AsyncS3Saver's ``BatchGetItem`` asks for (the floor
-    sends the same request); read from its prepared table, uncounted."""
-    import boto3
+    """The keys of AsyncS3Saver's ``BatchGetItem`` in its first ``get_tuple`` of the
+    prepared thread, taken from the request it sends (uncounted): the floor sends the
+    same request."""
+    import asyncio
 
-    client = boto3.client("dynamodb", region_name=REGION, endpoint_url=args.endpoint)
-    items = client.query(
-        TableName=args.resource,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :pre)",
-        ExpressionAttributeValues={":pk": {"S": THREAD}, ":pre": {"S": "b#"}},
-    )["Items"]
-    return {"keys": sorted(item["sk"]["S"] for item in items)}
+    import aiobotocore.session
+    from langgraph_s3 import AsyncS3Saver
+
+    keys: list[str] = []
+
+    def seen(params: dict[str, Any], **_: Any) -> None:
+        for wanted in params["RequestItems"].values():
+            keys.extend(key["sk"]["S"] for key in wanted["Keys"])
+
+    async def first_read() -> None:
+        session = aiobotocore.session.get_session()
+        made = session.create_client("dynamodb", region_name=REGION, endpoint_url=args.endpoint)
+        async with made as client:
+            client.meta.events.register("provide-client-params.dynamodb.BatchGetItem", seen)
+            saver = AsyncS3Saver(
+                bucket=args.resource,
+                table=args.resource,
+                dynamodb_client=client,
+                region_name=REGION,
+                endpoint_url=args.endpoint,
+            )
+            config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
+            await saver.aget_tuple(config)
+            await saver.aclose()
+
+    asyncio.run(first_read())
+    return {"keys": keys}
 
 
 def prepare(args: argparse.Namespace) -> dict[str, Any]:
