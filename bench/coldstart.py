@@ -99,7 +99,7 @@ def _floor_read(args: argparse.Namespace, stamps: dict[str, float]) -> Any:
                 ConsistentRead=True,
                 Limit=8,
             )
-            keys = [{"pk": {"S": THREAD}, "sk": {"S": sk}} for sk in json.loads(args.keys)]
+            keys = json.loads(args.keys)
             await client.batch_get_item(
                 RequestItems={args.resource: {"Keys": keys, "ConsistentRead": True}}
             )
@@ -175,11 +175,11 @@ def floor_keys(args: argparse.Namespace) -> dict[str, Any]:
     import aiobotocore.session
     from langgraph_s3 import AsyncS3Saver
 
-    keys: list[str] = []
+    keys: list[dict[str, Any]] = []
 
     def seen(params: dict[str, Any], **_: Any) -> None:
         for wanted in params["RequestItems"].values():
-            keys.extend(key["sk"]["S"] for key in wanted["Keys"])
+            keys.extend(wanted["Keys"])
 
     async def first_read() -> None:
         session = aiobotocore.session.get_session()
@@ -264,14 +264,14 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     kinds = [k for k in args.savers.split(",") if k]
     if FLOOR in kinds and "async" not in kinds:
         raise SystemExit(f"{FLOOR} reads AsyncS3Saver's thread: add async to --savers")
-    keys = "[]"
+    floor_keys_json = "[]"
     for kind in sorted(kinds, key=lambda k: k == FLOOR):  # the floor after async
         prepared, _ = child(kind, "prepare", args)
-        keys = json.dumps(prepared.get("keys", []))
+        floor_keys_json = json.dumps(prepared.get("keys", []))
     samples: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for round_no in range(args.rounds + 1):
         for kind in kinds:
-            figures, wall_ms = child(kind, "sample", args, keys)
+            figures, wall_ms = child(kind, "sample", args, floor_keys_json)
             if round_no > 0:  # round 0 fills the bytecode caches
                 samples[kind].append({**figures, "process_ms": wall_ms})
     keys = ("import_ms", "construct_ms", "get_tuple_ms", "total_ms", "process_ms")
@@ -295,7 +295,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--savers", default=f"s3,async,{FLOOR},dynamodb")
     parser.add_argument("--resource", default="bench-cold")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds after the dropped one")
-    parser.add_argument("--keys", default="[]", help="the floor's BatchGetItem sort keys")
+    parser.add_argument("--keys", default="[]", help="the floor's BatchGetItem keys (JSON)")
     parser.add_argument("--latency-ms", type=float, default=15.0)
     parser.add_argument("--latency-profile", default="uniform", choices=sorted(LATENCY_PROFILES))
     args = parser.parse_args(argv)

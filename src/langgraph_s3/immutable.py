@@ -2,10 +2,10 @@
 
 On Python 3.11 and 3.12 ``dataclass`` compiles each method it generates from source
 when the class is made: six for a ``dataclass(frozen=True)`` (``__init__``,
-``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``). For the
-~60 operations, index requests and records of the core that was two thirds of
-``import langgraph_s3``, paid by every Lambda cold start (``bench/README.md``,
-"AsyncS3Saver's cold start").
+``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``). Making
+the package's dataclasses, 56 of them the core's frozen operations, index requests
+and records, was two thirds of ``import langgraph_s3``, paid by every Lambda cold
+start (``bench/README.md``, "AsyncS3Saver's cold start: the floor under it").
 
 ``@immutable`` makes a dataclass with only ``__init__`` generated. Equality, hashing
 and ``repr`` are the three functions below, shared by every such class and giving
@@ -20,6 +20,7 @@ field, as it does for ``dataclass(frozen=True)``. Classes users hold (``CrossReg
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, TypeVar, dataclass_transform
 
@@ -53,6 +54,7 @@ def _values(obj: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
     return tuple(getattr(obj, name) for name in names)
 
 
+@reprlib.recursive_repr()
 def _repr(self: Any) -> str:
     shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _shape(type(self)).shown)
     return f"{type(self).__qualname__}({shown})"
@@ -74,8 +76,12 @@ def immutable(cls: type[T]) -> type[T]:
     """Make ``cls`` a dataclass (its ``__init__`` generated; ``==``, ``hash`` and
     ``repr`` by field values, as ``dataclass(frozen=True)``), frozen for type checkers."""
     made = dataclass(repr=False, eq=False)(cls)
+    own = cls.__dict__
+    # A class's own method stays, as with dataclass; the None that Python puts in
+    # __hash__ beside a class's own __eq__ is not one (dataclass hashes it too).
+    implicit_hash = own.get("__hash__", 0) is None and "__eq__" in own
     for name, method in (("__repr__", _repr), ("__eq__", _eq), ("__hash__", _hash)):
-        if name not in cls.__dict__:  # a class's own method stays, as with dataclass
+        if name not in own or (name == "__hash__" and implicit_hash):
             setattr(made, name, method)
     _shape(made)
     return made

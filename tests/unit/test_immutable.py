@@ -43,6 +43,33 @@ class Named:
         return f"<{self.name}>"
 
 
+@immutable
+class Caseless:
+    name: str
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Caseless) and other.name.lower() == self.name.lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenCaseless:
+    name: str
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FrozenCaseless) and other.name.lower() == self.name.lower()
+
+
+@immutable
+class Keyed:
+    key: str
+    note: str = dataclasses.field(default="", compare=False, hash=True)
+
+
+@immutable
+class Node:
+    children: list[Node] = dataclasses.field(default_factory=list)
+
+
 def test_equality_and_hash_follow_the_compared_fields_as_frozen_dataclasses_do() -> None:
     a = Point(1, 2, label="a", secret=b"s")
     assert a == Point(1, 2, label="b", secret=b"s")  # label: compare=False
@@ -77,6 +104,21 @@ def test_repr_is_the_frozen_dataclass_repr() -> None:
 def test_a_class_keeps_its_own_methods() -> None:
     assert repr(Named("n")) == "<n>"
     assert Named("n") == Named("n")
+    # Its own __eq__ is kept, and it is hashed by its fields as the frozen twin is
+    # (the None Python sets beside an own __eq__ does not count as an own __hash__).
+    assert Caseless("A") == Caseless("a") and FrozenCaseless("A") == FrozenCaseless("a")
+    assert hash(Caseless("a")) == hash(FrozenCaseless("a")) == hash(("a",))
+
+
+def test_a_field_hashed_but_not_compared_counts_only_for_the_hash() -> None:
+    assert Keyed("k", note="x") == Keyed("k", note="y")
+    assert hash(Keyed("k", note="x")) == hash(("k", "x")) != hash(Keyed("k", note="y"))
+
+
+def test_repr_of_a_value_that_contains_itself_ends() -> None:
+    node = Node()
+    node.children.append(node)
+    assert repr(node) == "Node(children=[...])"
 
 
 def test_it_is_a_dataclass_for_the_dataclasses_module() -> None:
@@ -102,7 +144,6 @@ def test_mypy_treats_the_classes_as_frozen(tmp_path: Path) -> None:
                 x: int
 
             Local(1).x = 2
-            reveal_type(Local(1) == Local(2))
             """
         )
     )
@@ -116,4 +157,3 @@ def test_mypy_treats_the_classes_as_frozen(tmp_path: Path) -> None:
     )
     lines = run.stdout.splitlines()
     assert any('Property "x" defined in "Local" is read-only' in line for line in lines), run.stdout
-    assert any('Revealed type is "bool"' in line for line in lines), run.stdout
