@@ -267,7 +267,8 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     floor_keys_json = "[]"
     for kind in sorted(kinds, key=lambda k: k == FLOOR):  # the floor after async
         prepared, _ = child(kind, "prepare", args)
-        floor_keys_json = json.dumps(prepared.get("keys", []))
+        if kind == FLOOR:
+            floor_keys_json = json.dumps(prepared["keys"])
     samples: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for round_no in range(args.rounds + 1):
         for kind in kinds:

@@ -103,13 +103,15 @@ def cold_section(note: str) -> list[str]:
     medians = cold_medians()
     if not medians:
         return []
+    run = _raw("cold-all.json")
+    rounds = run["coldstart"]["rounds"] if run is not None else 7
     base = medians.get("dynamodb", {}).get("total_ms")
     lines = [
         "## Cold start: fresh process, first `get_tuple` (`coldstart.py`)",
         "",
         "Import + construction + first `get_tuple` of an existing approval thread over HTTP, "
-        "timed inside a fresh interpreter; median of 7 rounds, savers alternating. Compare "
-        "the ratio; absolute times depend on this machine. The aiobotocore row is not a "
+        f"timed inside a fresh interpreter; median of {rounds} rounds, savers alternating. "
+        "Compare the ratio; absolute times depend on this machine. The aiobotocore row is not a "
         "saver but AsyncS3Saver's floor: `langgraph.checkpoint.base` and aiobotocore "
         "imported, a DynamoDB client made, and AsyncS3Saver's two requests sent, with no "
         "code of ours.",
